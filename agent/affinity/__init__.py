@@ -1,0 +1,1 @@
+"""Container affinity and anti-affinity: the annotation language and its evaluation."""

@@ -1,0 +1,1 @@
+"""Sub-commands of the numa-agent CLI, one module each."""

@@ -1,0 +1,137 @@
+"""The machine's tree: sockets -> dies -> NUMA nodes -> L3 groups -> cores -> threads.
+
+Immutable values built once by `topology.sysfs.read_machine` (or by tests);
+everything above the reader (policy, simulate, the `topology` command) speaks
+in these types and never touches sysfs itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from topology.cpuset import CPUSet
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """A physical core: the hardware threads that share its execution units.
+
+    `id` is the core's lowest CPU id (sysfs core_id values repeat across
+    sockets, so they are kept separately in `core_id`). `cpu_class` is
+    "performance" / "efficiency" on hybrid machines, None elsewhere.
+    """
+
+    id: int
+    cpus: CPUSet
+    core_id: int = 0
+    cpu_class: str | None = None
+    capacity: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class L3Group:
+    """CPUs of one NUMA node that share a last-level cache. `id` = lowest CPU."""
+
+    id: int
+    cpus: CPUSet
+    cores: tuple[Core, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    id: int
+    cpus: CPUSet
+    memory_bytes: int
+    l3_groups: tuple[L3Group, ...]
+    distances: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def cores(self) -> tuple[Core, ...]:
+        return tuple(core for group in self.l3_groups for core in group.cores)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOnlyNode:
+    """A NUMA node with memory but no CPUs (CXL, PMEM, HBM)."""
+
+    id: int
+    memory_bytes: int
+    closest_cpu_node: int
+    distances: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Die:
+    id: int
+    cpus: CPUSet
+    numa_nodes: tuple[NumaNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Socket:
+    id: int
+    cpus: CPUSet
+    dies: tuple[Die, ...]
+
+    @property
+    def numa_nodes(self) -> tuple[NumaNode, ...]:
+        return tuple(node for die in self.dies for node in die.numa_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """The whole machine. CPU sets in the tree hold online CPUs only.
+
+    `distances[a][b]` is the sysfs NUMA distance from node a to node b (10 =
+    local), over all nodes including memory-only ones.
+    """
+
+    sockets: tuple[Socket, ...]
+    online: CPUSet
+    offline: CPUSet = CPUSet()
+    isolated: CPUSet = CPUSet()
+    present: CPUSet = CPUSet()
+    memory_only_nodes: tuple[MemoryOnlyNode, ...] = ()
+    distances: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+    cpu_model: str = ""
+    cpu_flags: tuple[str, ...] = ()
+
+    @property
+    def cpus(self) -> CPUSet:
+        """All online CPUs in the tree."""
+        return CPUSet().union(*(s.cpus for s in self.sockets))
+
+    def iter_dies(self) -> Iterator[Die]:
+        for socket in self.sockets:
+            yield from socket.dies
+
+    def iter_numa_nodes(self) -> Iterator[NumaNode]:
+        for die in self.iter_dies():
+            yield from die.numa_nodes
+
+    def iter_l3_groups(self) -> Iterator[L3Group]:
+        for node in self.iter_numa_nodes():
+            yield from node.l3_groups
+
+    def iter_cores(self) -> Iterator[Core]:
+        for group in self.iter_l3_groups():
+            yield from group.cores
+
+    def numa_node(self, node_id: int) -> NumaNode:
+        for node in self.iter_numa_nodes():
+            if node.id == node_id:
+                return node
+        raise KeyError(f"no NUMA node {node_id} with CPUs")
+
+    def distance(self, a: int, b: int) -> int:
+        """sysfs NUMA distance; 10 for a node to itself when no table is known."""
+        row = self.distances.get(a)
+        if row is None or b not in row:
+            return 10 if a == b else 20
+        return row[b]
+
+    def memory_nodes_for(self, node_id: int) -> tuple[int, ...]:
+        """The CPU node plus the memory-only nodes attached to it."""
+        extra = tuple(m.id for m in self.memory_only_nodes if m.closest_cpu_node == node_id)
+        return (node_id, *extra)
