@@ -1,0 +1,431 @@
+"""A private containerd for end-to-end tests and `make demo`: own root, state and socket.
+
+Owns writing its config, starting it, waiting until CRI answers, importing the busybox image,
+and stopping it without leaking containers, shims or mounts. Never touches /run/containerd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from agent.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
+from proto import cri_pb2, cri_pb2_grpc
+
+K8S_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
+BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class ContainerdError(RuntimeError):
+    """Base for failures of the private containerd."""
+
+
+class ContainerdUnavailable(ContainerdError):
+    """This host cannot run containerd (not root, binaries missing)."""
+
+
+class ContainerdStartError(ContainerdError):
+    """containerd was started but did not become ready; the message holds its log tail."""
+
+
+class CtrError(ContainerdError):
+    """A `ctr` command failed."""
+
+
+def missing_prerequisites() -> list[str]:
+    """What stops containerd from running pods here, as sentences a person can act on."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("not running as root (containerd and runc need root)")
+    for binary in BINARIES:
+        if shutil.which(binary) is None:
+            missing.append(f"{binary} not on PATH (apt-get install containerd runc)")
+    try:
+        find_busybox()
+    except ImageBuildError as err:
+        missing.append(str(err))
+    return missing
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerdPaths:
+    """Where one private containerd keeps everything; all under `base`."""
+
+    base: Path
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def state(self) -> Path:
+        return self.base / "state"
+
+    @property
+    def socket(self) -> Path:
+        return self.base / "containerd.sock"
+
+    @property
+    def config(self) -> Path:
+        return self.base / "config.toml"
+
+    @property
+    def log(self) -> Path:
+        return self.base / "containerd.log"
+
+    @property
+    def cni_conf(self) -> Path:
+        return self.base / "cni"
+
+    @property
+    def opt(self) -> Path:
+        return self.base / "opt"
+
+    @property
+    def image_tar(self) -> Path:
+        return self.base / "busybox-oci.tar"
+
+
+def render_config(
+    paths: ContainerdPaths, *, snapshotter: str = "overlayfs", sandbox_image: str = BUSYBOX_IMAGE
+) -> str:
+    """containerd 1.6 config (version 2) for a private instance with the CRI plugin."""
+    cri = '[plugins."io.containerd.grpc.v1.cri"]'
+    return f"""\
+version = 2
+root = "{paths.root}"
+state = "{paths.state}"
+# Ignore plugins that would reach outside the base dir or need hardware this VM lacks.
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{paths.socket}"
+
+[ttrpc]
+  address = "{paths.socket}.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{paths.opt}"
+
+{cri}
+  sandbox_image = "{sandbox_image}"
+  # The VM refuses to lower oom_score_adj; without this RunPodSandbox fails with
+  # "failed to update /proc/self/oom_score_adj: Permission denied".
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+{cri[:-1]}.containerd]
+  snapshotter = "{snapshotter}"
+  default_runtime_name = "runc"
+
+{cri[:-1]}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+{cri[:-1]}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+
+{cri[:-1]}.cni]
+  conf_dir = "{paths.cni_conf}"
+"""
+
+
+def overlay_works(scratch: Path) -> bool:
+    """Whether an overlay mount works on the filesystem holding `scratch` (not in all VMs)."""
+    dirs = {name: scratch / name for name in ("lower", "upper", "work", "merged")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}"
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "overlay", "overlay", "-o", opts, str(dirs["merged"])],
+            capture_output=True,
+            check=False,
+        )
+        if mounted.returncode == 0:
+            subprocess.run(["umount", str(dirs["merged"])], capture_output=True, check=True)
+        return mounted.returncode == 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def mounts_under(base: Path, mountinfo: str) -> list[Path]:
+    """Mount points at or below `base` in /proc/self/mountinfo text, deepest first."""
+    found = []
+    prefix = str(base).rstrip("/") + "/"
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        # mountinfo escapes space, tab, newline and backslash as octal.
+        point = fields[4].encode().decode("unicode_escape")
+        if point == prefix[:-1] or point.startswith(prefix):
+            found.append(Path(point))
+    return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
+
+
+def kubelet_cgroup_parent(qos: str, pod_uid: str) -> str:
+    """The cgroup parent kubelet's cgroupfs driver gives a pod of this QoS class."""
+    if qos == "guaranteed":
+        return f"/kubepods/pod{pod_uid}"
+    if qos in ("burstable", "besteffort"):
+        return f"/kubepods/{qos}/pod{pod_uid}"
+    raise ValueError(f"QoS class {qos!r} is not guaranteed, burstable or besteffort")
+
+
+def remove_cgroup(parent: str, cgroup_root: Path = CGROUP_ROOT) -> None:
+    """Remove an empty pod cgroup from every hierarchy, as kubelet does once a pod is gone.
+
+    runc removes a container's own cgroup but not the pod level above it.
+    """
+    rel = parent.strip("/")
+    if not rel or not cgroup_root.is_dir():
+        return
+    for hierarchy in [cgroup_root, *sorted(p for p in cgroup_root.iterdir() if p.is_dir())]:
+        path = hierarchy / rel
+        # Directories still holding tasks or children stay: they are not ours to kill.
+        with contextlib.suppress(FileNotFoundError, OSError):
+            path.rmdir()
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStatus:
+    """What the kernel enforces for one process, from /proc/<pid>/status."""
+
+    pid: int
+    cpus_allowed: str
+    mems_allowed: str
+
+
+def read_proc_status(pid: int, proc: Path = Path("/proc")) -> ProcStatus:
+    fields: dict[str, str] = {}
+    for line in (proc / str(pid) / "status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return ProcStatus(pid, fields["Cpus_allowed_list"], fields["Mems_allowed_list"])
+
+
+def container_pid(runtime: cri_pb2_grpc.RuntimeServiceStub, container_id: str) -> int:
+    """The host pid of a running container's init process, from verbose ContainerStatus."""
+    response = runtime.ContainerStatus(
+        cri_pb2.ContainerStatusRequest(container_id=container_id, verbose=True), timeout=10
+    )
+    info = response.info.get("info")
+    if info is None:
+        raise ContainerdError(f"ContainerStatus of {container_id} has no verbose info")
+    pid = int(json.loads(info).get("pid", 0))
+    if pid <= 0:
+        raise ContainerdError(f"container {container_id} has no running process (pid {pid})")
+    return pid
+
+
+class PrivateContainerd:
+    """One containerd subprocess with its own dirs and socket, and our busybox image imported."""
+
+    def __init__(self, base: Path, *, snapshotter: str | None = None) -> None:
+        self.paths = ContainerdPaths(base)
+        self.snapshotter = snapshotter
+        self.image = BUSYBOX_IMAGE
+        self.started_in = 0.0  # seconds from exec to CRI answering with the image present
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: grpc.Channel | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.paths.socket
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix://{self.paths.socket}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def runtime(self) -> cri_pb2_grpc.RuntimeServiceStub:
+        return cri_pb2_grpc.RuntimeServiceStub(self._grpc_channel())  # type: ignore[no-untyped-call]
+
+    def images(self) -> cri_pb2_grpc.ImageServiceStub:
+        return cri_pb2_grpc.ImageServiceStub(self._grpc_channel())  # type: ignore[no-untyped-call]
+
+    def _grpc_channel(self) -> grpc.Channel:
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(self.endpoint)
+        return self._channel
+
+    def start(self, timeout: float = 30.0) -> None:
+        if self._proc is not None:
+            raise ContainerdError("this containerd is already started")
+        missing = missing_prerequisites()
+        if missing:
+            raise ContainerdUnavailable("cannot run containerd here: " + "; ".join(missing))
+        began = time.monotonic()
+        self.paths.base.mkdir(parents=True, exist_ok=True)
+        for d in (self.paths.root, self.paths.state, self.paths.cni_conf, self.paths.opt):
+            d.mkdir(parents=True, exist_ok=True)
+        if self.snapshotter is None:
+            scratch = self.paths.base / "overlay-check"
+            self.snapshotter = "overlayfs" if overlay_works(scratch) else "native"
+        self.paths.config.write_text(render_config(self.paths, snapshotter=self.snapshotter))
+        build_busybox_image(self.paths.image_tar, name=self.image)
+        with self.paths.log.open("ab") as log:
+            self._proc = subprocess.Popen(
+                ["containerd", "--config", str(self.paths.config), "--log-level", "info"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        try:
+            self._wait_until(self._cri_answers, began + timeout, "CRI Version to answer")
+            self.ctr(
+                "images", "import", "--snapshotter", self.snapshotter, str(self.paths.image_tar)
+            )
+            # The CRI plugin learns of imported images from an event: wait until it has.
+            self._wait_until(self._cri_has_image, began + timeout, f"CRI to see {self.image}")
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - began
+
+    def _wait_until(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
+        delay = 0.01
+        while True:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise ContainerdStartError(
+                    f"containerd exited with {self._proc.returncode} while waiting for {what}; "
+                    f"log {self.paths.log}:\n{self.log_tail()}"
+                )
+            if ready():
+                return
+            if time.monotonic() >= deadline:
+                raise ContainerdStartError(
+                    f"timed out waiting for {what}; log {self.paths.log}:\n{self.log_tail()}"
+                )
+            time.sleep(delay)  # polling a condition with a deadline, not waiting blind
+            delay = min(delay * 2, 0.2)
+
+    def _cri_answers(self) -> bool:
+        if not self.paths.socket.exists():
+            return False
+        try:
+            self.runtime().Version(cri_pb2.VersionRequest(version="v1"), timeout=1)
+        except grpc.RpcError:
+            return False
+        return True
+
+    def _cri_has_image(self) -> bool:
+        request = cri_pb2.ImageStatusRequest(image=cri_pb2.ImageSpec(image=self.image))
+        response = self.images().ImageStatus(request, timeout=2)
+        return bool(response.HasField("image"))
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.paths.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def ctr(self, *args: str, timeout: float = 30.0) -> str:
+        command = ["ctr", "--address", str(self.paths.socket), "--namespace", K8S_NAMESPACE, *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise CtrError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
+
+    def remove_all_tasks(self) -> None:
+        """Kill and delete every task and container containerd still has (tests that failed
+        half-way leave some); container init dies with SIGKILL, then its shim exits."""
+        for task in self.ctr("tasks", "list", "--quiet").split():
+            with contextlib.suppress(CtrError):
+                self.ctr("tasks", "delete", "--force", task)
+        for container in self.ctr("containers", "list", "--quiet").split():
+            with contextlib.suppress(CtrError):
+                self.ctr("containers", "delete", container)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop everything this containerd started and unmount what it mounted."""
+        proc, self._proc = self._proc, None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(CtrError, subprocess.TimeoutExpired):
+                self.remove_all_tasks()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._kill_leftover_shims()
+        self._unmount_all()
+
+    def _kill_leftover_shims(self) -> None:
+        # Shims outlive containerd by design; ours name our socket on their command line.
+        marker = str(self.paths.socket).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and marker in argv:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+
+    def _unmount_all(self) -> None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+        for point in mounts_under(self.paths.base, mountinfo):
+            subprocess.run(["umount", "--lazy", str(point)], capture_output=True, check=False)
+
+    def __enter__(self) -> PrivateContainerd:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def private_containerd(
+    base: Path | None = None, *, keep: bool = False
+) -> Iterator[PrivateContainerd]:
+    """Start a private containerd in `base` (a new temp dir by default), stop it on exit,
+    and remove the dir unless `keep`."""
+    # Unix socket paths are limited to 107 bytes: keep the base short.
+    own = base is None
+    base_dir = Path(tempfile.mkdtemp(prefix="numa-ctrd-")) if base is None else base
+    env = PrivateContainerd(base_dir)
+    try:
+        env.start()
+        yield env
+    finally:
+        env.stop()
+        if own and not keep:
+            shutil.rmtree(base_dir, ignore_errors=True)
