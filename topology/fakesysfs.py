@@ -1,0 +1,570 @@
+"""Fake sysfs trees from a compact machine description, and named real-world shapes.
+
+`write_sysfs` writes the files the kernel has under /sys/devices/system/{cpu,node}
+so that tests and `numa-agent simulate` can run the real reader on machines that
+are not here (multi-socket Xeon, EPYC NPS4, CXL memory, hybrid desktops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+from topology.cpuset import CPUSet, CPUSetError
+
+Numbering = Literal["interleaved", "adjacent"]
+HybridSignal = Literal["capacity", "cpufreq"]
+
+GI = 1024**3
+
+# Kubernetes quantity suffixes (binary and decimal) for memory sizes.
+_SUFFIXES: dict[str, int] = {
+    "": 1,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+    "Pi": 1024**5,
+    "Ei": 1024**6,
+    "k": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "P": 1000**5,
+    "E": 1000**6,
+}
+_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+# What the kernel reports for a hybrid machine's two kinds of core.
+PERFORMANCE_CAPACITY = 1024
+EFFICIENCY_CAPACITY = 600
+PERFORMANCE_MAX_KHZ = 5_200_000
+EFFICIENCY_MAX_KHZ = 3_900_000
+
+
+class MachineSpecError(ValueError):
+    """A compact machine description that cannot describe a machine; names the key."""
+
+
+def parse_quantity(value: object, key: str = "memory") -> int:
+    """Bytes from an int or a Kubernetes quantity string ("96Gi", "512Mi", "1G")."""
+    if isinstance(value, bool):
+        raise MachineSpecError(f"{key}: expected bytes or a quantity like '96Gi', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise MachineSpecError(f"{key}: memory size {value} is negative")
+        return value
+    if not isinstance(value, str):
+        raise MachineSpecError(f"{key}: expected bytes or a quantity like '96Gi', got {value!r}")
+    match = _QUANTITY.match(value)
+    if match is None or match.group(2) not in _SUFFIXES:
+        raise MachineSpecError(
+            f"{key}: {value!r} is not a quantity (use bytes or a suffix among "
+            f"{', '.join(s for s in _SUFFIXES if s)})"
+        )
+    try:
+        amount = Decimal(match.group(1)) * _SUFFIXES[match.group(2)]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise MachineSpecError(f"{key}: {value!r} is not a number") from exc
+    if amount != amount.to_integral_value():
+        raise MachineSpecError(f"{key}: {value!r} is not a whole number of bytes")
+    return int(amount)
+
+
+@dataclass(frozen=True, slots=True)
+class CoreLayout:
+    """Where one generated core sits and which CPU ids its threads got."""
+
+    socket: int
+    die: int
+    numa: int
+    index: int  # core index within its NUMA node
+    cpus: tuple[int, ...]
+    efficiency: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSpec:
+    """A compact description of a machine, as a scenario file or a test writes it.
+
+    Cores of a NUMA node: `cores_per_numa` in all, of which the last
+    `efficiency_cores_per_numa` are single-threaded efficiency cores (hybrid).
+    CPU-node ids come first (socket by socket, die by die), memory-only nodes
+    after them; memory-only node j sits nearest CPU node j * cpu_nodes // count.
+    Without `distances`, they are generated: 10 local, `distance_same_die`,
+    `distance_same_socket`, `distance_remote`; memory-only nodes are
+    `memory_only_distance` from their CPU node and further from the rest.
+    """
+
+    sockets: int = 1
+    dies_per_socket: int = 1
+    numa_per_die: int = 1
+    cores_per_numa: int = 4
+    threads_per_core: int = 2
+    numbering: Numbering = "interleaved"
+    memory_per_numa: int = 16 * GI
+    distances: tuple[tuple[int, ...], ...] | None = None
+    distance_same_die: int = 11
+    distance_same_socket: int = 12
+    distance_remote: int = 21
+    isolated: CPUSet = CPUSet()
+    offline: CPUSet = CPUSet()
+    memory_only_nodes: int = 0
+    memory_per_memory_only_node: int = 128 * GI
+    memory_only_distance: int = 14
+    l3_per_numa: int = 1  # 0: no L3 cache files at all
+    efficiency_cores_per_numa: int = 0
+    hybrid_signal: HybridSignal = "capacity"
+    write_die_id: bool = True  # kernels before 5.2 have no die_id
+    write_node_dir: bool = True  # CONFIG_NUMA=n kernels have no node/ directory
+
+    def __post_init__(self) -> None:
+        for key in ("sockets", "dies_per_socket", "numa_per_die", "cores_per_numa"):
+            if getattr(self, key) < 1:
+                raise MachineSpecError(f"{key}: must be at least 1, got {getattr(self, key)}")
+        if not 1 <= self.threads_per_core <= 8:
+            raise MachineSpecError(f"threads_per_core: must be 1..8, got {self.threads_per_core}")
+        if self.numbering not in ("interleaved", "adjacent"):
+            raise MachineSpecError(
+                f"numbering: must be 'interleaved' or 'adjacent', got {self.numbering!r}"
+            )
+        if self.hybrid_signal not in ("capacity", "cpufreq"):
+            raise MachineSpecError(
+                f"hybrid_signal: must be 'capacity' or 'cpufreq', got {self.hybrid_signal!r}"
+            )
+        if not 0 <= self.efficiency_cores_per_numa < self.cores_per_numa:
+            raise MachineSpecError(
+                f"efficiency_cores_per_numa: must be 0..{self.cores_per_numa - 1}, "
+                f"got {self.efficiency_cores_per_numa}"
+            )
+        if not 0 <= self.l3_per_numa <= self.cores_per_numa:
+            raise MachineSpecError(
+                f"l3_per_numa: must be 0..{self.cores_per_numa}, got {self.l3_per_numa}"
+            )
+        if self.memory_only_nodes < 0:
+            raise MachineSpecError(f"memory_only_nodes: must be >= 0, got {self.memory_only_nodes}")
+        if self.memory_only_nodes and not self.write_node_dir:
+            raise MachineSpecError("memory_only_nodes: needs write_node_dir")
+        everything = CPUSet.range(0, self.cpu_count - 1)
+        for key in ("isolated", "offline"):
+            extra = getattr(self, key) - everything
+            if extra:
+                raise MachineSpecError(
+                    f"{key}: CPUs {extra} do not exist (the machine has {everything})"
+                )
+        if everything.is_subset(self.offline):
+            raise MachineSpecError("offline: at least one CPU must stay online")
+        if self.distances is not None:
+            n = self.node_count
+            if len(self.distances) != n or any(len(row) != n for row in self.distances):
+                raise MachineSpecError(
+                    f"distances: must be a {n}x{n} matrix (CPU nodes then memory-only nodes)"
+                )
+
+    # -- derived sizes --------------------------------------------------------
+
+    @property
+    def cpu_node_count(self) -> int:
+        return self.sockets * self.dies_per_socket * self.numa_per_die
+
+    @property
+    def node_count(self) -> int:
+        return self.cpu_node_count + self.memory_only_nodes
+
+    @property
+    def threads_per_numa(self) -> int:
+        performance = self.cores_per_numa - self.efficiency_cores_per_numa
+        return performance * self.threads_per_core + self.efficiency_cores_per_numa
+
+    @property
+    def cpu_count(self) -> int:
+        return self.cpu_node_count * self.threads_per_numa
+
+    @property
+    def core_count(self) -> int:
+        return self.cpu_node_count * self.cores_per_numa
+
+    def memory_only_host(self, j: int) -> int:
+        """The CPU node that memory-only node number j (0-based) is closest to."""
+        return j * self.cpu_node_count // self.memory_only_nodes
+
+    # -- construction from a scenario ----------------------------------------
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> MachineSpec:
+        """Build from the compact scenario form; errors name the offending key."""
+        if not isinstance(data, Mapping):
+            raise MachineSpecError(f"machine description must be a mapping, got {data!r}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in fields:
+                raise MachineSpecError(f"{key}: unknown key (known: {', '.join(sorted(fields))})")
+            kwargs[key] = _coerce(key, value)
+        return cls(**kwargs)
+
+
+_INT_KEYS = frozenset(
+    {
+        "sockets",
+        "dies_per_socket",
+        "numa_per_die",
+        "cores_per_numa",
+        "threads_per_core",
+        "distance_same_die",
+        "distance_same_socket",
+        "distance_remote",
+        "memory_only_nodes",
+        "memory_only_distance",
+        "l3_per_numa",
+        "efficiency_cores_per_numa",
+    }
+)
+
+
+def _coerce(key: str, value: Any) -> Any:
+    if key in _INT_KEYS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MachineSpecError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if key in ("memory_per_numa", "memory_per_memory_only_node"):
+        return parse_quantity(value, key)
+    if key in ("isolated", "offline"):
+        try:
+            if isinstance(value, str):
+                return CPUSet.parse(value)
+            if isinstance(value, list | tuple) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value
+            ):
+                return CPUSet.of(value)
+        except CPUSetError as exc:
+            raise MachineSpecError(f"{key}: {exc}") from exc
+        raise MachineSpecError(f"{key}: expected a CPU list like '0-3,8' or [0, 1], got {value!r}")
+    if key == "distances":
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(row, list | tuple)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in row)
+            for row in value
+        ):
+            raise MachineSpecError(
+                f"distances: expected a square matrix of positive integers, got {value!r}"
+            )
+        return tuple(tuple(row) for row in value)
+    if key in ("write_die_id", "write_node_dir"):
+        if not isinstance(value, bool):
+            raise MachineSpecError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if key in ("numbering", "hybrid_signal"):
+        if not isinstance(value, str):
+            raise MachineSpecError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise AssertionError(f"unhandled MachineSpec key {key}")  # pragma: no cover
+
+
+# -- layout -------------------------------------------------------------------
+
+
+def cpu_layout(spec: MachineSpec) -> tuple[CoreLayout, ...]:
+    """Every core in socket/die/node order, with the CPU ids the numbering gives it.
+
+    interleaved: the first thread of every core (socket by socket) gets ids
+    0..cores-1, then the second threads, and so on; adjacent: a core's threads
+    get consecutive ids.
+    """
+    slots: list[tuple[int, int, int, int, int, bool]] = []  # socket, die, node, index, threads
+    node = 0
+    for socket in range(spec.sockets):
+        for die in range(spec.dies_per_socket):
+            for _ in range(spec.numa_per_die):
+                first_efficiency = spec.cores_per_numa - spec.efficiency_cores_per_numa
+                for index in range(spec.cores_per_numa):
+                    efficiency = index >= first_efficiency
+                    threads = 1 if efficiency else spec.threads_per_core
+                    slots.append((socket, die, node, index, threads, efficiency))
+                node += 1
+    ids: list[list[int]] = [[] for _ in slots]
+    next_id = 0
+    if spec.numbering == "adjacent":
+        for i, slot in enumerate(slots):
+            ids[i] = list(range(next_id, next_id + slot[4]))
+            next_id += slot[4]
+    else:
+        for thread in range(max(slot[4] for slot in slots)):
+            for i, slot in enumerate(slots):
+                if thread < slot[4]:
+                    ids[i].append(next_id)
+                    next_id += 1
+    return tuple(
+        CoreLayout(socket=s, die=d, numa=n, index=x, cpus=tuple(ids[i]), efficiency=e)
+        for i, (s, d, n, x, _, e) in enumerate(slots)
+    )
+
+
+def distance_matrix(spec: MachineSpec) -> tuple[tuple[int, ...], ...]:
+    """The spec's distances, or the generated ones (CPU nodes first)."""
+    if spec.distances is not None:
+        return spec.distances
+    per_socket = spec.dies_per_socket * spec.numa_per_die
+
+    def place(node: int) -> tuple[int, int]:  # (socket, die) of a CPU node
+        return node // per_socket, node // spec.numa_per_die
+
+    cpu_nodes = spec.cpu_node_count
+
+    def cpu_distance(a: int, b: int) -> int:
+        if a == b:
+            return 10
+        (sa, da), (sb, db) = place(a), place(b)
+        if da == db:
+            return spec.distance_same_die
+        return spec.distance_same_socket if sa == sb else spec.distance_remote
+
+    def distance(a: int, b: int) -> int:
+        if a == b:
+            return 10
+        if a < cpu_nodes and b < cpu_nodes:
+            return cpu_distance(a, b)
+        if a >= cpu_nodes and b >= cpu_nodes:
+            # Reaching one far memory from another goes through both hosts.
+            host_a = spec.memory_only_host(a - cpu_nodes)
+            host_b = spec.memory_only_host(b - cpu_nodes)
+            return 2 * spec.memory_only_distance + cpu_distance(host_a, host_b) - 10
+        memory, cpu = (a, b) if a >= cpu_nodes else (b, a)
+        host = spec.memory_only_host(memory - cpu_nodes)
+        return spec.memory_only_distance + cpu_distance(host, cpu) - 10
+
+    n = spec.node_count
+    return tuple(tuple(distance(a, b) for b in range(n)) for a in range(n))
+
+
+# -- writing ------------------------------------------------------------------
+
+
+def _cpumask(cpus: CPUSet) -> str:
+    """The kernel's hex bitmap format: 32-bit words, most significant first."""
+    words: list[str] = []
+    mask = cpus.mask
+    while True:
+        words.append(f"{mask & 0xFFFFFFFF:08x}")
+        mask >>= 32
+        if not mask:
+            break
+    return ",".join(reversed(words))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+
+
+def _meminfo(node: int, memory: int) -> str:
+    kb = memory // 1024
+    return (
+        f"Node {node} MemTotal:       {kb:>8} kB\n"
+        f"Node {node} MemFree:        {kb:>8} kB\n"
+        f"Node {node} MemUsed:        {0:>8} kB"
+    )
+
+
+def _l3_chunks(spec: MachineSpec) -> list[range]:
+    """Core indexes of each L3 group in a NUMA node (split as evenly as possible)."""
+    count = spec.l3_per_numa
+    if count == 0:
+        return []
+    size, extra = divmod(spec.cores_per_numa, count)
+    chunks: list[range] = []
+    start = 0
+    for i in range(count):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(range(start, end))
+        start = end
+    return chunks
+
+
+def write_sysfs(spec: MachineSpec, root: Path) -> Path:
+    """Write the sysfs files of `spec` under `root` (a stand-in for /sys); returns root."""
+    root = Path(root)
+    cpu_dir = root / "devices" / "system" / "cpu"
+    node_dir = root / "devices" / "system" / "node"
+    layout = cpu_layout(spec)
+    everything = CPUSet.range(0, spec.cpu_count - 1)
+    online = everything - spec.offline
+
+    # Sharing sets (online CPUs only, as the kernel keeps them) by grouping key.
+    packages: dict[int, CPUSet] = defaultdict(CPUSet)
+    dies: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
+    numa: dict[int, CPUSet] = defaultdict(CPUSet)
+    l3s: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
+    l3_of_index = {index: group for group, chunk in enumerate(_l3_chunks(spec)) for index in chunk}
+    for core in layout:
+        cpus = CPUSet.of(core.cpus) & online
+        packages[core.socket] |= cpus
+        dies[core.socket, core.die] |= cpus
+        numa[core.numa] |= cpus
+        l3s[core.numa, l3_of_index.get(core.index, 0)] |= cpus
+
+    _write(cpu_dir / "online", str(online))
+    _write(cpu_dir / "offline", str(spec.offline))
+    _write(cpu_dir / "present", str(everything))
+    _write(cpu_dir / "possible", str(everything))
+    _write(cpu_dir / "isolated", str(spec.isolated))
+    _write(cpu_dir / "kernel_max", "8191")
+
+    for core in layout:
+        core_cpus = CPUSet.of(core.cpus) & online
+        package = packages[core.socket]
+        die = dies[core.socket, core.die]
+        l3 = l3s[core.numa, l3_of_index.get(core.index, 0)]
+        for cpu in core.cpus:
+            base = cpu_dir / f"cpu{cpu}"
+            base.mkdir(parents=True, exist_ok=True)
+            if cpu != 0:  # the boot CPU has no online file on most machines
+                _write(base / "online", "0" if cpu in spec.offline else "1")
+            if spec.efficiency_cores_per_numa:
+                if spec.hybrid_signal == "capacity":
+                    capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
+                    _write(base / "cpu_capacity", str(capacity))
+                else:
+                    khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
+                    _write(base / "cpufreq" / "cpuinfo_max_freq", str(khz))
+            if cpu in spec.offline:
+                # The kernel removes topology/ and cache/ of an offline CPU.
+                continue
+            topo = base / "topology"
+            _write(topo / "physical_package_id", str(core.socket))
+            if spec.write_die_id:
+                _write(topo / "die_id", str(core.die))
+                _write(topo / "die_cpus_list", str(die))
+            _write(topo / "core_id", str(core.index))
+            _write(topo / "core_cpus_list", str(core_cpus))
+            _write(topo / "core_cpus", _cpumask(core_cpus))
+            _write(topo / "thread_siblings_list", str(core_cpus))
+            _write(topo / "thread_siblings", _cpumask(core_cpus))
+            _write(topo / "core_siblings_list", str(package))
+            _write(topo / "package_cpus_list", str(package))
+            caches: list[tuple[int, str, CPUSet]] = [
+                (1, "Data", core_cpus),
+                (1, "Instruction", core_cpus),
+                (2, "Unified", core_cpus),
+            ]
+            if spec.l3_per_numa:
+                caches.append((3, "Unified", l3))
+            for i, (level, kind, shared) in enumerate(caches):
+                index = base / "cache" / f"index{i}"
+                _write(index / "level", str(level))
+                _write(index / "type", kind)
+                _write(index / "shared_cpu_list", str(shared))
+                _write(index / "shared_cpu_map", _cpumask(shared))
+
+    if not spec.write_node_dir:
+        return root
+    matrix = distance_matrix(spec)
+    nodes = CPUSet.range(0, spec.node_count - 1)
+    cpu_nodes = CPUSet.range(0, spec.cpu_node_count - 1)
+    _write(node_dir / "online", str(nodes))
+    _write(node_dir / "possible", str(nodes))
+    _write(node_dir / "has_cpu", str(cpu_nodes))
+    _write(node_dir / "has_memory", str(nodes))
+    _write(node_dir / "has_normal_memory", str(cpu_nodes))
+    for node in range(spec.node_count):
+        node_base = node_dir / f"node{node}"
+        if node < spec.cpu_node_count:
+            cpus = numa[node]
+            memory = spec.memory_per_numa
+        else:
+            cpus = CPUSet()
+            memory = spec.memory_per_memory_only_node
+        _write(node_base / "cpulist", str(cpus))
+        _write(node_base / "cpumap", _cpumask(cpus))
+        _write(node_base / "meminfo", _meminfo(node, memory))
+        _write(node_base / "distance", " ".join(str(d) for d in matrix[node]))
+    return root
+
+
+# -- named shapes ---------------------------------------------------------------
+
+SHAPES: dict[str, MachineSpec] = {
+    # A 4-core desktop with hyper-threading, on a kernel old enough to lack die_id.
+    "desktop-1s-4c-ht": MachineSpec(cores_per_numa=4, memory_per_numa=32 * GI, write_die_id=False),
+    # Dual Xeon with sub-NUMA clustering: 2 nodes per socket, 80 CPUs.
+    "xeon-2s-2numa": MachineSpec(
+        sockets=2,
+        numa_per_die=2,
+        cores_per_numa=10,
+        memory_per_numa=96 * GI,
+        distance_same_die=11,
+        distance_remote=21,
+    ),
+    # Dual EPYC (Milan, 64 cores) in NPS4: 8 nodes, 2 CCD L3 caches per node.
+    "epyc-2s-nps4": MachineSpec(
+        sockets=2,
+        numa_per_die=4,
+        cores_per_numa=16,
+        memory_per_numa=64 * GI,
+        l3_per_numa=2,
+        distance_same_die=12,
+        distance_remote=32,
+    ),
+    # Four sockets, one node each, fully connected.
+    "server-4s": MachineSpec(
+        sockets=4,
+        cores_per_numa=24,
+        memory_per_numa=192 * GI,
+        distance_remote=21,
+    ),
+    # Cascade Lake-AP style: two dies per package, each its own NUMA node.
+    "dies-2-per-socket": MachineSpec(
+        sockets=2,
+        dies_per_socket=2,
+        cores_per_numa=12,
+        memory_per_numa=96 * GI,
+        distance_same_socket=12,
+        distance_remote=21,
+    ),
+    # 16 CPUs, siblings adjacent; core 7 offline, one thread of core 6 offline,
+    # cores 1 and 2 isolated (isolcpus=2-5).
+    "isolated-offline": MachineSpec(
+        numa_per_die=2,
+        cores_per_numa=4,
+        numbering="adjacent",
+        memory_per_numa=8 * GI,
+        offline=CPUSet.parse("13-15"),
+        isolated=CPUSet.parse("2-5"),
+    ),
+    # Two sockets with one CXL memory expander each (nodes 2 and 3).
+    "cxl-memory-only": MachineSpec(
+        sockets=2,
+        cores_per_numa=16,
+        memory_per_numa=128 * GI,
+        memory_only_nodes=2,
+        memory_per_memory_only_node=256 * GI,
+        memory_only_distance=14,
+        distance_remote=21,
+    ),
+    # Alder Lake style: 8 performance cores with HT (0-15) + 8 efficiency cores (16-23),
+    # told apart by cpufreq's maximum as on x86.
+    "hybrid-desktop": MachineSpec(
+        cores_per_numa=16,
+        efficiency_cores_per_numa=8,
+        numbering="adjacent",
+        memory_per_numa=64 * GI,
+        hybrid_signal="cpufreq",
+    ),
+}
+
+
+def write_shape(name: str, root: Path) -> Path:
+    """Write the named shape under `root`; KeyError names the known shapes."""
+    try:
+        spec = SHAPES[name]
+    except KeyError:
+        raise KeyError(f"unknown machine shape {name!r} (known: {', '.join(SHAPES)})") from None
+    return write_sysfs(spec, root)

@@ -1,0 +1,421 @@
+"""Read the machine's topology from a sysfs root into the immutable `Machine` tree.
+
+The root is a parameter (default /sys) so tests and `simulate` read fake trees
+written by `topology.fakesysfs`. Every inconsistency is a `SysfsError` naming
+the file and what was wrong with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from topology.cpuset import CPUSet, CPUSetError
+from topology.tree import Core, Die, L3Group, Machine, MemoryOnlyNode, NumaNode, Socket
+
+REAL_SYSFS = Path("/sys")
+
+_NODE_DIR = re.compile(r"^node(\d+)$")
+_CACHE_DIR = re.compile(r"^index(\d+)$")
+_MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB", re.IGNORECASE)
+# The kernel's scale for cpu_capacity: the biggest core of the machine is 1024.
+CAPACITY_SCALE = 1024
+
+
+class SysfsError(ValueError):
+    """sysfs is unreadable or inconsistent; the message names the file."""
+
+
+# -- small file readers ------------------------------------------------------------
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise SysfsError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _read_optional(path: Path) -> str | None:
+    return _read(path) if path.exists() else None
+
+
+def _cpus(path: Path, text: str | None = None) -> CPUSet:
+    raw = _read(path) if text is None else text
+    try:
+        return CPUSet.parse(raw)
+    except CPUSetError as exc:
+        raise SysfsError(f"{path}: not a CPU list: {exc}") from exc
+
+
+def _int(path: Path) -> int:
+    raw = _read(path).strip()
+    try:
+        return int(raw)
+    except ValueError:
+        raise SysfsError(f"{path}: expected an integer, found {raw!r}") from None
+
+
+def _optional_int(path: Path) -> int | None:
+    return _int(path) if path.exists() else None
+
+
+def _memtotal(path: Path) -> int:
+    """MemTotal in bytes from a node meminfo or /proc/meminfo ("kB" there means KiB)."""
+    match = _MEMTOTAL.search(_read(path))
+    if match is None:
+        raise SysfsError(f"{path}: no 'MemTotal: <n> kB' line")
+    return int(match.group(1)) * 1024
+
+
+# -- per-CPU facts -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Thread:
+    cpu: int
+    socket: int
+    die: int
+    core_id: int
+    siblings: CPUSet
+    siblings_file: Path
+    l3: CPUSet | None  # None: no level-3 cache described
+    capacity: int | None
+    max_khz: int | None
+
+
+def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> _Thread:
+    base = cpu_dir / f"cpu{cpu}"
+    topo = base / "topology"
+    if not topo.is_dir():
+        raise SysfsError(f"{topo}: missing, but CPU {cpu} is online ({cpu_dir / 'online'})")
+    # Some platforms report -1 for "unknown package/die": treat it as the only one.
+    socket = max(_int(topo / "physical_package_id"), 0)
+    die = max(_optional_int(topo / "die_id") or 0, 0)
+    siblings_file = topo / "core_cpus_list"
+    if not siblings_file.exists():
+        siblings_file = topo / "thread_siblings_list"  # kernels before 5.6
+    siblings = _cpus(siblings_file) & online
+    if cpu not in siblings:
+        raise SysfsError(f"{siblings_file}: does not contain CPU {cpu} itself ({siblings})")
+    return _Thread(
+        cpu=cpu,
+        socket=socket,
+        die=die,
+        core_id=_optional_int(topo / "core_id") or 0,
+        siblings=siblings,
+        siblings_file=siblings_file,
+        l3=_read_l3(base / "cache", online),
+        capacity=_optional_int(base / "cpu_capacity"),
+        max_khz=_optional_int(base / "cpufreq" / "cpuinfo_max_freq"),
+    )
+
+
+def _read_l3(cache_dir: Path, online: CPUSet) -> CPUSet | None:
+    if not cache_dir.is_dir():
+        return None
+    for index in sorted(cache_dir.iterdir()):
+        if _CACHE_DIR.match(index.name) and _optional_int(index / "level") == 3:
+            return _cpus(index / "shared_cpu_list") & online
+    return None
+
+
+# -- NUMA nodes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    id: int
+    cpus: CPUSet
+    memory_bytes: int
+    distances: dict[int, int]
+
+
+def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
+    if not node_dir.is_dir():
+        # CONFIG_NUMA=n: one node holding everything; memory from the matching procfs.
+        meminfo = root.parent / "proc" / "meminfo"
+        memory = _memtotal(meminfo) if meminfo.exists() else 0
+        return [_Node(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
+    ids = sorted(
+        int(m.group(1)) for p in node_dir.iterdir() if (m := _NODE_DIR.match(p.name)) is not None
+    )
+    if not ids:
+        raise SysfsError(f"{node_dir}: no node<N> directories")
+    nodes: list[_Node] = []
+    owner: dict[int, int] = {}
+    for node_id in ids:
+        base = node_dir / f"node{node_id}"
+        cpulist = base / "cpulist"
+        cpus = _cpus(cpulist) & online
+        for cpu in cpus:
+            if cpu in owner:
+                raise SysfsError(
+                    f"{cpulist}: CPU {cpu} is also in node{owner[cpu]} "
+                    f"({node_dir / f'node{owner[cpu]}' / 'cpulist'})"
+                )
+            owner[cpu] = node_id
+        distance_file = base / "distance"
+        raw = _read(distance_file).split()
+        try:
+            row = [int(d) for d in raw]
+        except ValueError:
+            raise SysfsError(
+                f"{distance_file}: expected integers, found {' '.join(raw)!r}"
+            ) from None
+        # The row has one entry per online node, in node id order.
+        if len(row) != len(ids):
+            raise SysfsError(
+                f"{distance_file}: {len(row)} distances for {len(ids)} nodes "
+                f"({', '.join(map(str, ids))})"
+            )
+        nodes.append(
+            _Node(
+                id=node_id,
+                cpus=cpus,
+                memory_bytes=_memtotal(base / "meminfo"),
+                distances=dict(zip(ids, row, strict=True)),
+            )
+        )
+    orphans = online - CPUSet.of(owner)
+    if orphans:
+        raise SysfsError(
+            f"{node_dir}: online CPUs {orphans} are in no node<N>/cpulist "
+            f"(online CPUs from {root / 'devices/system/cpu/online'})"
+        )
+    return nodes
+
+
+# -- assembling the tree ---------------------------------------------------------------
+
+
+def _classify(cores: list[list[_Thread]]) -> dict[int, tuple[str | None, int | None]]:
+    """Per core (by lowest CPU): hybrid class and capacity on the kernel's 0..1024 scale."""
+    out: dict[int, tuple[str | None, int | None]] = {}
+    capacities = [max((t.capacity or 0) for t in core) for core in cores]
+    if all(c > 0 for c in capacities):
+        scores = capacities
+    else:
+        freqs = [max((t.max_khz or 0) for t in core) for core in cores]
+        top = max(freqs, default=0)
+        if top == 0 or not all(f > 0 for f in freqs):
+            return {core[0].cpu: (None, None) for core in cores}
+        scores = [round(CAPACITY_SCALE * f / top) for f in freqs]
+    hybrid = len(set(scores)) > 1
+    best = max(scores)
+    for core, score in zip(cores, scores, strict=True):
+        cls = ("performance" if score == best else "efficiency") if hybrid else None
+        out[core[0].cpu] = (cls, score)
+    return out
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[object, object] = {}
+
+    def find(self, item: object) -> object:
+        self.parent.setdefault(item, item)
+        while self.parent[item] != item:
+            item = self.parent[item]
+        return item
+
+    def join(self, items: Iterable[object]) -> None:
+        items = list(items)
+        for other in items[1:]:
+            self.parent[self.find(other)] = self.find(items[0])
+
+
+def _build_cores(threads: dict[int, _Thread]) -> list[list[_Thread]]:
+    cores: dict[CPUSet, list[_Thread]] = {}
+    for thread in threads.values():
+        for sibling in thread.siblings:
+            other = threads[sibling]
+            if other.siblings != thread.siblings:
+                raise SysfsError(
+                    f"{other.siblings_file}: lists {other.siblings}, but "
+                    f"{thread.siblings_file} says CPU {sibling}'s core is {thread.siblings}"
+                )
+        cores.setdefault(thread.siblings, []).append(thread)
+    return sorted(cores.values(), key=lambda core: core[0].cpu)
+
+
+def _build_node(
+    node: _Node, cores: list[list[_Thread]], classes: dict[int, tuple[str | None, int | None]]
+) -> NumaNode:
+    groups: dict[CPUSet | None, list[Core]] = defaultdict(list)
+    for threads in cores:
+        first = threads[0]
+        cls, capacity = classes[first.cpu]
+        core = Core(
+            id=first.cpu,
+            cpus=first.siblings,
+            core_id=first.core_id,
+            cpu_class=cls,
+            capacity=capacity,
+        )
+        # A core's L3 group is its cache's sharers within this node; no L3 file
+        # means "the whole node shares whatever there is".
+        key = first.l3 & node.cpus if first.l3 is not None else None
+        groups[key].append(core)
+    l3_groups = sorted(
+        (
+            L3Group(
+                id=members[0].id,
+                cpus=CPUSet().union(*(c.cpus for c in members)),
+                cores=tuple(members),
+            )
+            for members in groups.values()
+        ),
+        key=lambda g: g.id,
+    )
+    return NumaNode(
+        id=node.id,
+        cpus=node.cpus,
+        memory_bytes=node.memory_bytes,
+        l3_groups=tuple(l3_groups),
+        distances=dict(node.distances),
+    )
+
+
+def _renumber(ids: list[int]) -> list[int]:
+    """Keep ids when they are distinct; otherwise number 0..n-1 in order."""
+    return ids if len(set(ids)) == len(ids) else list(range(len(ids)))
+
+
+def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
+    """Read `<root>/devices/system/{cpu,node}` into a Machine.
+
+    `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
+    by default only when reading the real /sys, never for fake roots.
+    """
+    root = Path(root)
+    cpu_dir = root / "devices" / "system" / "cpu"
+    node_dir = root / "devices" / "system" / "node"
+    if not cpu_dir.is_dir():
+        raise SysfsError(f"{cpu_dir}: missing (is {root} a sysfs root?)")
+    online = _cpus(cpu_dir / "online")
+    if not online:
+        raise SysfsError(f"{cpu_dir / 'online'}: no online CPUs")
+    offline_text = _read_optional(cpu_dir / "offline")
+    offline = _cpus(cpu_dir / "offline", offline_text) if offline_text is not None else CPUSet()
+    isolated_text = _read_optional(cpu_dir / "isolated")
+    isolated = _cpus(cpu_dir / "isolated", isolated_text) if isolated_text is not None else CPUSet()
+    present_text = _read_optional(cpu_dir / "present")
+    present = (
+        _cpus(cpu_dir / "present", present_text) if present_text is not None else online | offline
+    )
+    if not online.isdisjoint(offline):
+        raise SysfsError(
+            f"{cpu_dir / 'offline'}: CPUs {online & offline} are also in {cpu_dir / 'online'}"
+        )
+
+    threads = {cpu: _read_thread(cpu_dir, cpu, online) for cpu in online}
+    nodes = _read_nodes(root, node_dir, online)
+    cores = _build_cores(threads)
+    classes = _classify(cores)
+
+    node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
+    for threads_of_core in cores:
+        homes = {node_of[t.cpu] for t in threads_of_core}
+        if len(homes) > 1:
+            first = threads_of_core[0]
+            raise SysfsError(
+                f"{first.siblings_file}: core {first.siblings} spans NUMA nodes "
+                f"{sorted(homes)} ({node_dir}/node*/cpulist)"
+            )
+
+    cpu_nodes = [n for n in nodes if n.cpus]
+    # A NUMA node spanning sockets (common in VMs) or dies makes those one
+    # socket / die here: the tree nests nodes inside dies inside sockets.
+    sockets_uf, dies_uf = _UnionFind(), _UnionFind()
+    for node in cpu_nodes:
+        sockets_uf.join(threads[c].socket for c in node.cpus)
+    for thread in threads.values():
+        sockets_uf.find(thread.socket)
+    for node in cpu_nodes:
+        dies_uf.join((threads[c].socket, threads[c].die) for c in node.cpus)
+
+    cores_of_node: dict[int, list[list[_Thread]]] = defaultdict(list)
+    for threads_of_core in cores:
+        cores_of_node[node_of[threads_of_core[0].cpu]].append(threads_of_core)
+
+    # socket root -> die root -> nodes
+    layout: dict[object, dict[object, list[NumaNode]]] = defaultdict(lambda: defaultdict(list))
+    for node in cpu_nodes:
+        first = threads[node.cpus.first()]
+        socket_key = sockets_uf.find(first.socket)
+        die_key = dies_uf.find((first.socket, first.die))
+        layout[socket_key][die_key].append(_build_node(node, cores_of_node[node.id], classes))
+
+    sockets: list[Socket] = []
+    for die_map in layout.values():
+        dies_unnamed = sorted(
+            (sorted(ns, key=lambda n: n.id) for ns in die_map.values()),
+            key=lambda ns: min(n.cpus.first() for n in ns),
+        )
+        die_ids = _renumber([threads[ns[0].cpus.first()].die for ns in dies_unnamed])
+        dies = tuple(
+            Die(id=die_id, cpus=CPUSet().union(*(n.cpus for n in ns)), numa_nodes=tuple(ns))
+            for die_id, ns in zip(die_ids, dies_unnamed, strict=True)
+        )
+        sockets.append(
+            Socket(
+                id=threads[dies[0].cpus.first()].socket,
+                cpus=CPUSet().union(*(d.cpus for d in dies)),
+                dies=dies,
+            )
+        )
+    sockets.sort(key=lambda s: s.cpus.first())
+    socket_ids = _renumber([s.id for s in sockets])
+    sockets = [
+        Socket(id=i, cpus=s.cpus, dies=s.dies) for i, s in zip(socket_ids, sockets, strict=True)
+    ]
+    sockets.sort(key=lambda s: s.id)
+
+    memory_only = tuple(
+        _attach(node, cpu_nodes, node_dir) for node in nodes if not node.cpus and node.memory_bytes
+    )
+    model, flags = (
+        _cpu_info()
+        if (cpu_info if cpu_info is not None else root == REAL_SYSFS)
+        else (
+            "",
+            (),
+        )
+    )
+    return Machine(
+        sockets=tuple(sockets),
+        online=online,
+        offline=offline,
+        isolated=isolated,
+        present=present,
+        memory_only_nodes=memory_only,
+        distances={n.id: dict(n.distances) for n in nodes},
+        cpu_model=model,
+        cpu_flags=flags,
+    )
+
+
+def _attach(node: _Node, cpu_nodes: list[_Node], node_dir: Path) -> MemoryOnlyNode:
+    """A CPU-less node, attached to the CPU node it is closest to (lowest id on a tie)."""
+    if not cpu_nodes:
+        raise SysfsError(f"{node_dir}: no node has CPUs")
+    closest = min(cpu_nodes, key=lambda c: (node.distances[c.id], c.id))
+    return MemoryOnlyNode(
+        id=node.id,
+        memory_bytes=node.memory_bytes,
+        closest_cpu_node=closest.id,
+        distances=dict(node.distances),
+    )
+
+
+def _cpu_info() -> tuple[str, tuple[str, ...]]:
+    import cpuinfo  # slow (spawns a helper): imported only when the real machine is read
+
+    info = cpuinfo.get_cpu_info()
+    model = str(info.get("brand_raw", ""))
+    flags = tuple(sorted(str(f) for f in info.get("flags", [])))
+    return model, flags
