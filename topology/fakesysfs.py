@@ -360,9 +360,19 @@ def _cpumask(cpus: CPUSet) -> str:
     return ",".join(reversed(words))
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+class _Writer:
+    """Writes sysfs-style files (text plus newline), creating each directory once."""
+
+    def __init__(self) -> None:
+        self._made: set[Path] = set()
+
+    def __call__(self, path: Path, text: str) -> None:
+        parent = path.parent
+        if parent not in self._made:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(parent)
+        with open(path, "w") as out:
+            out.write(text + "\n")
 
 
 def _meminfo(node: int, memory: int) -> str:
@@ -395,6 +405,7 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
     cpu_dir = root / "devices" / "system" / "cpu"
     node_dir = root / "devices" / "system" / "node"
     layout = cpu_layout(spec)
+    _write = _Writer()
     everything = CPUSet.range(0, spec.cpu_count - 1)
     online = everything - spec.offline
 
@@ -425,7 +436,6 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
         l3 = l3s[core.numa, l3_of_index.get(core.index, 0)]
         for cpu in core.cpus:
             base = cpu_dir / f"cpu{cpu}"
-            base.mkdir(parents=True, exist_ok=True)
             if cpu != 0:  # the boot CPU has no online file on most machines
                 _write(base / "online", "0" if cpu in spec.offline else "1")
             if spec.efficiency_cores_per_numa:
@@ -462,7 +472,6 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
                 _write(index / "level", str(level))
                 _write(index / "type", kind)
                 _write(index / "shared_cpu_list", str(shared))
-                _write(index / "shared_cpu_map", _cpumask(shared))
 
     if not spec.write_node_dir:
         return root

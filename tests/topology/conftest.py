@@ -12,12 +12,25 @@ from topology.sysfs import read_machine
 from topology.tree import Machine
 
 
+@pytest.fixture(scope="session")
+def shape_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The fake sysfs root of a named shape, written once per test session."""
+    roots: dict[str, Path] = {}
+
+    def build(name: str) -> Path:
+        if name not in roots:
+            roots[name] = write_shape(name, tmp_path_factory.mktemp(name) / "sys")
+        return roots[name]
+
+    return build
+
+
 @pytest.fixture
-def shape_machine(tmp_path: Path) -> Callable[[str], Machine]:
-    """Write a named shape under tmp_path and read it back."""
+def shape_machine(shape_root: Callable[[str], Path]) -> Callable[[str], Machine]:
+    """Read a named shape's fake sysfs (written once per session)."""
 
     def build(name: str) -> Machine:
-        return read_machine(write_shape(name, tmp_path / name / "sys"))
+        return read_machine(shape_root(name))
 
     return build
 
