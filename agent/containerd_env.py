@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
+from agent.criclient import CRIClient, CRIError
 from agent.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
-from proto import cri_pb2, cri_pb2_grpc
+from proto import cri_pb2
 
 K8S_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
@@ -227,18 +226,20 @@ def read_proc_status(pid: int, proc: Path = Path("/proc")) -> ProcStatus:
     return ProcStatus(pid, fields["Cpus_allowed_list"], fields["Mems_allowed_list"])
 
 
-def container_pid(runtime: cri_pb2_grpc.RuntimeServiceStub, container_id: str) -> int:
-    """The host pid of a running container's init process, from verbose ContainerStatus."""
-    response = runtime.ContainerStatus(
-        cri_pb2.ContainerStatusRequest(container_id=container_id, verbose=True), timeout=10
-    )
-    info = response.info.get("info")
+def pid_from_status(status: cri_pb2.ContainerStatusResponse) -> int:
+    """The host pid of a running container's init, from a verbose ContainerStatus answer."""
+    container_id = status.status.id
+    info = status.info.get("info")
     if info is None:
         raise ContainerdError(f"ContainerStatus of {container_id} has no verbose info")
     pid = int(json.loads(info).get("pid", 0))
     if pid <= 0:
         raise ContainerdError(f"container {container_id} has no running process (pid {pid})")
     return pid
+
+
+def container_pid(client: CRIClient, container_id: str) -> int:
+    return pid_from_status(client.container_status(container_id, verbose=True))
 
 
 class PrivateContainerd:
@@ -250,7 +251,7 @@ class PrivateContainerd:
         self.image = BUSYBOX_IMAGE
         self.started_in = 0.0  # seconds from exec to CRI answering with the image present
         self._proc: subprocess.Popen[bytes] | None = None
-        self._channel: grpc.Channel | None = None
+        self._client: CRIClient | None = None
 
     @property
     def socket(self) -> Path:
@@ -264,16 +265,24 @@ class PrivateContainerd:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def runtime(self) -> cri_pb2_grpc.RuntimeServiceStub:
-        return cri_pb2_grpc.RuntimeServiceStub(self._grpc_channel())  # type: ignore[no-untyped-call]
+    @property
+    def pod_log_root(self) -> Path:
+        """Pass as kubelet_pod_config(log_root=...): containerd writes container logs there,
+        not in the host's /var/log/pods."""
+        return self.paths.base / "pod-logs"
 
-    def images(self) -> cri_pb2_grpc.ImageServiceStub:
-        return cri_pb2_grpc.ImageServiceStub(self._grpc_channel())  # type: ignore[no-untyped-call]
+    def client(self) -> CRIClient:
+        """A CRI client straight to this containerd (not through the agent)."""
+        if self._client is None:
+            self._client = CRIClient(self.endpoint)
+        return self._client
 
-    def _grpc_channel(self) -> grpc.Channel:
-        if self._channel is None:
-            self._channel = grpc.insecure_channel(self.endpoint)
-        return self._channel
+    def pid_of(self, container_id: str) -> int:
+        return container_pid(self.client(), container_id)
+
+    def proc_status(self, container_id: str) -> ProcStatus:
+        """What the kernel enforces for the container's init process right now."""
+        return read_proc_status(self.pid_of(container_id))
 
     def start(self, timeout: float = 30.0) -> None:
         if self._proc is not None:
@@ -331,15 +340,15 @@ class PrivateContainerd:
         if not self.paths.socket.exists():
             return False
         try:
-            self.runtime().Version(cri_pb2.VersionRequest(version="v1"), timeout=1)
-        except grpc.RpcError:
+            # Short per-call deadline: an answer arrives at once when containerd is up.
+            with CRIClient(self.endpoint, timeout=1) as probe:
+                probe.version()
+        except CRIError:
             return False
         return True
 
     def _cri_has_image(self) -> bool:
-        request = cri_pb2.ImageStatusRequest(image=cri_pb2.ImageSpec(image=self.image))
-        response = self.images().ImageStatus(request, timeout=2)
-        return bool(response.HasField("image"))
+        return bool(self.client().image_status(self.image).HasField("image"))
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -368,9 +377,9 @@ class PrivateContainerd:
     def stop(self, timeout: float = 15.0) -> None:
         """Stop everything this containerd started and unmount what it mounted."""
         proc, self._proc = self._proc, None
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         if proc is None:
             return
         if proc.poll() is None:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import grpc
 import pytest
 
 from agent.containerd_env import PrivateContainerd, missing_prerequisites, remove_cgroup
+from agent.criclient import CRIClient, kubelet_pod_config
+from agent.workload import QoSClass
 from proto import cri_pb2
 
 
@@ -46,32 +48,52 @@ def containerd() -> Iterator[PrivateContainerd]:
 
 
 class Pods:
-    """Pod sandboxes a test ran; whatever the test did not remove is removed afterwards."""
+    """Pods a test runs through `client` (containerd, or the agent in front of it); whatever
+    the test did not remove is removed afterwards, with its pod cgroup."""
 
-    def __init__(self, containerd: PrivateContainerd) -> None:
+    def __init__(self, containerd: PrivateContainerd, client: CRIClient | None = None) -> None:
         self.containerd = containerd
+        self.client = client or containerd.client()
         self.sandboxes: dict[str, str] = {}  # sandbox id -> cgroup parent
 
-    def track(self, sandbox_id: str, cgroup_parent: str) -> str:
-        self.sandboxes[sandbox_id] = cgroup_parent
+    def pod_config(
+        self,
+        name: str,
+        qos: QoSClass = QoSClass.BESTEFFORT,
+        annotations: Mapping[str, str] | None = None,
+    ) -> cri_pb2.PodSandboxConfig:
+        """A host-network pod as kubelet with the cgroupfs driver would send it."""
+        return kubelet_pod_config(
+            name,
+            "e2e",
+            str(uuid.uuid4()),
+            annotations=annotations,
+            qos=qos,
+            cgroup_driver="cgroupfs",  # the driver this containerd runs with
+            log_root=str(self.containerd.pod_log_root),
+        )
+
+    def run(self, config: cri_pb2.PodSandboxConfig) -> str:
+        sandbox_id = self.client.run_pod_sandbox(config)
+        self.sandboxes[sandbox_id] = config.linux.cgroup_parent
         return sandbox_id
 
+    def start_container(
+        self, sandbox_id: str, pod: cri_pb2.PodSandboxConfig, config: cri_pb2.ContainerConfig
+    ) -> str:
+        container_id = self.client.create_container(sandbox_id, config, pod)
+        self.client.start_container(container_id)
+        return container_id
+
+    def remove(self, sandbox_id: str) -> None:
+        # RemovePodSandbox also removes the pod's containers.
+        self.client.stop_pod_sandbox(sandbox_id)
+        self.client.remove_pod_sandbox(sandbox_id)
+        remove_cgroup(self.sandboxes.pop(sandbox_id))
+
     def remove_all(self) -> None:
-        runtime = self.containerd.runtime()
-        for sandbox_id, parent in self.sandboxes.items():
-            # RemovePodSandbox also removes the pod's containers.
-            try:
-                runtime.StopPodSandbox(
-                    cri_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=30
-                )
-                runtime.RemovePodSandbox(
-                    cri_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=30
-                )
-            except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.NOT_FOUND:  # the test removed it itself
-                    raise
-            remove_cgroup(parent)
-        self.sandboxes.clear()
+        for sandbox_id in list(self.sandboxes):
+            self.remove(sandbox_id)
 
 
 @pytest.fixture

@@ -1,21 +1,16 @@
-"""The harness itself, against real containerd and runc: CRI placement reaches the kernel,
-and stopping the private containerd leaves no process or mount behind."""
+"""The harness itself, against real containerd and runc: cpusets sent over CRI are what the
+kernel enforces, and stopping the private containerd leaves no process, mount or cgroup."""
 
 from __future__ import annotations
 
 import shutil
-import uuid
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from agent.containerd_env import (
-    PrivateContainerd,
-    container_pid,
-    kubelet_cgroup_parent,
-    read_proc_status,
-    remove_cgroup,
-)
+from agent.containerd_env import PrivateContainerd, read_proc_status, remove_cgroup
+from agent.criclient import kubelet_container_config
 from proto import cri_pb2
 
 from .conftest import Pods, require_containerd
@@ -23,47 +18,18 @@ from .conftest import Pods, require_containerd
 pytestmark = [pytest.mark.root, pytest.mark.containerd]
 
 
-def host_network_pod(name: str, qos: str = "besteffort") -> cri_pb2.PodSandboxConfig:
-    uid = str(uuid.uuid4())
-    return cri_pb2.PodSandboxConfig(
-        metadata=cri_pb2.PodSandboxMetadata(name=name, uid=uid, namespace="e2e"),
-        linux=cri_pb2.LinuxPodSandboxConfig(
-            cgroup_parent=kubelet_cgroup_parent(qos, uid),
-            security_context=cri_pb2.LinuxSandboxSecurityContext(
-                # Host network: no CNI needed; hostname must then stay empty.
-                namespace_options=cri_pb2.NamespaceOption(
-                    network=cri_pb2.NODE, pid=cri_pb2.CONTAINER
-                )
-            ),
-        ),
-    )
-
-
-def run_sleeper(
-    containerd: PrivateContainerd,
-    pods: Pods,
-    pod: cri_pb2.PodSandboxConfig,
-    resources: cri_pb2.LinuxContainerResources,
-) -> str:
-    runtime = containerd.runtime()
-    sandbox_id = runtime.RunPodSandbox(
-        cri_pb2.RunPodSandboxRequest(config=pod), timeout=30
-    ).pod_sandbox_id
-    pods.track(sandbox_id, pod.linux.cgroup_parent)
-    config = cri_pb2.ContainerConfig(
-        metadata=cri_pb2.ContainerMetadata(name="sleeper"),
-        image=cri_pb2.ImageSpec(image=containerd.image),
+def run_sleeper(pods: Pods, name: str, cpuset_cpus: str = "") -> tuple[str, str]:
+    """A BestEffort pod with one `sleep 3600` container; returns (sandbox id, container id)."""
+    pod = pods.pod_config(name)
+    sandbox_id = pods.run(pod)
+    config = kubelet_container_config(
+        pod,
+        "sleeper",
+        image=pods.containerd.image,
         command=["/bin/sleep", "3600"],
-        linux=cri_pb2.LinuxContainerConfig(resources=resources),
+        cpuset_cpus=cpuset_cpus,
     )
-    container_id = runtime.CreateContainer(
-        cri_pb2.CreateContainerRequest(
-            pod_sandbox_id=sandbox_id, config=config, sandbox_config=pod
-        ),
-        timeout=30,
-    ).container_id
-    runtime.StartContainer(cri_pb2.StartContainerRequest(container_id=container_id), timeout=30)
-    return container_id
+    return sandbox_id, pods.start_container(sandbox_id, pod, config)
 
 
 @pytest.mark.parametrize(
@@ -73,29 +39,31 @@ def run_sleeper(
 def test_cpuset_set_over_cri_is_what_the_kernel_enforces(
     containerd: PrivateContainerd, pods: Pods, created_cpus: str, updated_cpus: str
 ) -> None:
-    resources = cri_pb2.LinuxContainerResources(
-        cpu_period=100000, cpu_shares=2, cpuset_cpus=created_cpus, cpuset_mems="0"
-    )
-    container_id = run_sleeper(containerd, pods, host_network_pod("cpuset"), resources)
-    pid = container_pid(containerd.runtime(), container_id)
-    assert read_proc_status(pid).cpus_allowed == created_cpus
-    assert read_proc_status(pid).mems_allowed == "0"
+    _, container_id = run_sleeper(pods, "cpuset", cpuset_cpus=created_cpus)
+    client = containerd.client()
+    assert containerd.proc_status(container_id).cpus_allowed == created_cpus
 
-    # Full current resources with only the cpuset changed, as the agent sends them.
+    # The full current resources with only the cpuset changed, as the agent sends them.
+    current = client.container_status(container_id).status.resources.linux
+    assert current.cpuset_cpus == created_cpus
     updated = cri_pb2.LinuxContainerResources()
-    updated.CopyFrom(resources)
+    updated.CopyFrom(current)
     updated.cpuset_cpus = updated_cpus
-    containerd.runtime().UpdateContainerResources(
-        cri_pb2.UpdateContainerResourcesRequest(container_id=container_id, linux=updated),
-        timeout=30,
-    )
-    assert read_proc_status(pid).cpus_allowed == updated_cpus
-    status = containerd.runtime().ContainerStatus(
-        cri_pb2.ContainerStatusRequest(container_id=container_id), timeout=10
-    )
-    assert status.status.state == cri_pb2.CONTAINER_RUNNING
-    assert status.status.resources.linux.cpuset_cpus == updated_cpus
-    assert status.status.resources.linux.cpu_shares == 2  # kept, not reset by the update
+    client.update_container_resources(container_id, updated)
+
+    assert containerd.proc_status(container_id).cpus_allowed == updated_cpus
+    status = client.container_status(container_id).status
+    assert status.state == cri_pb2.CONTAINER_RUNNING
+    assert status.resources.linux.cpuset_cpus == updated_cpus
+    assert status.resources.linux.cpu_shares == 2  # BestEffort's shares survive the update
+
+
+def test_container_without_cpuset_may_run_on_every_cpu(
+    containerd: PrivateContainerd, pods: Pods
+) -> None:
+    _, container_id = run_sleeper(pods, "unpinned")
+    every_cpu = read_proc_status(1).cpus_allowed  # the host's init is not pinned
+    assert containerd.proc_status(container_id).cpus_allowed == every_cpu
 
 
 def shims_of(socket: Path) -> list[int]:
@@ -111,17 +79,15 @@ def shims_of(socket: Path) -> list[int]:
     return pids
 
 
-def test_stopping_containerd_with_pods_running_leaves_nothing_behind() -> None:
+def test_stopping_containerd_with_a_pod_running_leaves_nothing_behind() -> None:
     require_containerd()
-    base = Path("/tmp") / f"numa-e2e-stop-{uuid.uuid4().hex[:8]}"
+    base = Path(tempfile.mkdtemp(prefix="numa-e2e-stop-"))
     env = PrivateContainerd(base)
     env.start()
     try:
         pods = Pods(env)
-        container_id = run_sleeper(
-            env, pods, host_network_pod("left-running"), cri_pb2.LinuxContainerResources()
-        )
-        pid = container_pid(env.runtime(), container_id)
+        _, container_id = run_sleeper(pods, "left-running")
+        pid = env.pid_of(container_id)
         assert shims_of(env.socket), "a running pod has a shim"
         assert str(base) in Path("/proc/self/mountinfo").read_text()
     finally:
@@ -129,7 +95,10 @@ def test_stopping_containerd_with_pods_running_leaves_nothing_behind() -> None:
     assert not Path(f"/proc/{pid}").exists()
     assert shims_of(env.socket) == []
     assert str(base) not in Path("/proc/self/mountinfo").read_text()
-    for parent in pods.sandboxes.values():
-        remove_cgroup(parent)
-        assert not Path("/sys/fs/cgroup/cpuset", parent.strip("/")).exists()
+    (parent,) = pods.sandboxes.values()
+    pod_cgroup = Path("/sys/fs/cgroup/cpuset", parent.strip("/"))
+    assert pod_cgroup.is_dir()  # runc removed the containers' cgroups, not the pod's
+    pods.sandboxes.clear()
+    remove_cgroup(parent)
+    assert not pod_cgroup.exists()
     shutil.rmtree(base)
