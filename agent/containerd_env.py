@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -170,6 +171,9 @@ def overlay_works(scratch: Path) -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
 def mounts_under(base: Path, mountinfo: str) -> list[Path]:
     """Mount points at or below `base` in /proc/self/mountinfo text, deepest first."""
     found = []
@@ -179,19 +183,10 @@ def mounts_under(base: Path, mountinfo: str) -> list[Path]:
         if len(fields) < 5:
             continue
         # mountinfo escapes space, tab, newline and backslash as octal.
-        point = fields[4].encode().decode("unicode_escape")
+        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
         if point == prefix[:-1] or point.startswith(prefix):
             found.append(Path(point))
     return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
-
-
-def kubelet_cgroup_parent(qos: str, pod_uid: str) -> str:
-    """The cgroup parent kubelet's cgroupfs driver gives a pod of this QoS class."""
-    if qos == "guaranteed":
-        return f"/kubepods/pod{pod_uid}"
-    if qos in ("burstable", "besteffort"):
-        return f"/kubepods/{qos}/pod{pod_uid}"
-    raise ValueError(f"QoS class {qos!r} is not guaranteed, burstable or besteffort")
 
 
 def remove_cgroup(parent: str, cgroup_root: Path = CGROUP_ROOT) -> None:
@@ -205,7 +200,7 @@ def remove_cgroup(parent: str, cgroup_root: Path = CGROUP_ROOT) -> None:
     for hierarchy in [cgroup_root, *sorted(p for p in cgroup_root.iterdir() if p.is_dir())]:
         path = hierarchy / rel
         # Directories still holding tasks or children stay: they are not ours to kill.
-        with contextlib.suppress(FileNotFoundError, OSError):
+        with contextlib.suppress(OSError):  # ENOENT, ENOTEMPTY, EBUSY
             path.rmdir()
 
 
