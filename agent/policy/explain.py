@@ -1,0 +1,72 @@
+"""Human-readable explanations of placement decisions: candidates, scores, the deciding rule.
+
+Pure string building from the ranking `policy.py` computed; used by the debug
+log, `simulate --explain` and ResourceExhausted messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.policy.pools import Pool
+from agent.policy.request import CpuKind, Need
+
+# The comparator's rules in order, one per element of a candidate's rank tuple.
+RULES_SHARED = (
+    "higher affinity score",
+    "deeper pool",
+    "smaller pool",
+    "less loaded pool",
+    "lower pool id",
+)
+RULES_EXCLUSIVE = (
+    "higher affinity score",
+    "deeper pool",
+    "smaller pool",
+    "less fragmentation",
+    "lower pool id",
+)
+MAX_LISTED = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    pool: Pool
+    score: float
+    rank: tuple[float, int, int, tuple[float, ...], int]
+    detail: str  # "load 35%" / "splits 0 cores, leaves 12 free"
+    pick: int = 0  # exclusive CPUs chosen in this pool (mask)
+
+
+def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:
+    rules = RULES_EXCLUSIVE if need.kind is CpuKind.EXCLUSIVE else RULES_SHARED
+    for rule, a, b in zip(rules, winner.rank, runner_up.rank, strict=True):
+        if a != b:
+            return f"{rule} than {runner_up.pool.name}"
+    return "identical rank (should not happen: pool ids differ)"
+
+
+def explain(
+    key: str,
+    need: Need,
+    ranked: Sequence[Candidate],
+    rejected: Sequence[tuple[Pool, str]],
+) -> str:
+    winner = ranked[0]
+    if len(ranked) == 1:
+        why = "the only pool with capacity"
+    else:
+        why = deciding_rule(need, winner, ranked[1])
+    lines = [
+        f"{key}: {need.why}, needs {need.describe()}",
+        f"  -> {winner.pool.name} (score {winner.score:.3f}): {why}",
+    ]
+    listed = ", ".join(f"{c.pool.name} {c.score:.3f} [{c.detail}]" for c in ranked[:MAX_LISTED])
+    more = f" (+{len(ranked) - MAX_LISTED} more)" if len(ranked) > MAX_LISTED else ""
+    lines.append(f"  candidates: {listed}{more}")
+    if rejected:
+        out = "; ".join(f"{pool.name}: {reason}" for pool, reason in rejected[:MAX_LISTED])
+        more = f" (+{len(rejected) - MAX_LISTED} more)" if len(rejected) > MAX_LISTED else ""
+        lines.append(f"  rejected: {out}{more}")
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""What a container asks for: CRI resource numbers, QoS and annotations made into a request.
+
+Pure functions: kubelet's encodings (cpu_shares, quota/period, cgroup parent)
+are decoded here once, and `classify` decides exclusive / shared / reserved.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from agent.policy.config import PolicyConfig
+from agent.policy.errors import InvalidRequest
+from agent.workload import ContainerInfo, QoSClass
+
+PREFER_SHARED = "prefer-shared-cpus.cri-resource-manager.intel.com"
+PREFER_ISOLATED = "prefer-isolated-cpus.cri-resource-manager.intel.com"
+
+# kubelet's default CFS period, used when a quota arrives without one.
+DEFAULT_CPU_PERIOD = 100_000
+# kubelet sends cpu_shares=2 (its minimum) for a zero CPU request.
+MIN_SHARES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """The numbers of CRI LinuxContainerResources the policy reads."""
+
+    cpu_shares: int = 0
+    cpu_quota: int = 0
+    cpu_period: int = 0
+    memory_limit_bytes: int = 0
+
+
+# systemd: kubepods-burstable-pod<uid>.slice, kubepods-pod<uid>.slice;
+# cgroupfs: /kubepods/burstable/pod<uid>, /kubepods/pod<uid>.
+_SYSTEMD_QOS = re.compile(r"kubepods(?:-(burstable|besteffort))?-pod[^/]*\.slice")
+_CGROUPFS_QOS = re.compile(r"/kubepods(?:/(burstable|besteffort))?/pod[^/]+/?$")
+
+
+def qos_from_cgroup_parent(cgroup_parent: str) -> QoSClass | None:
+    """The pod's QoS class from its cgroup parent (systemd or cgroupfs driver); None if unknown."""
+    path = cgroup_parent.strip()
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    match = _SYSTEMD_QOS.fullmatch(last)
+    if match is None:
+        match = _CGROUPFS_QOS.search(path)
+    if match is None:
+        return None
+    tier = match.group(1)
+    if tier == "burstable":
+        return QoSClass.BURSTABLE
+    if tier == "besteffort":
+        return QoSClass.BESTEFFORT
+    return QoSClass.GUARANTEED
+
+
+def milli_cpu_request(res: Resources) -> int:
+    """CPU request in milliCPU from cpu_shares (kubelet: shares = milli * 1024 / 1000)."""
+    if res.cpu_shares <= MIN_SHARES:
+        return 0
+    return (res.cpu_shares * 1000 + 512) // 1024
+
+
+def milli_cpu_limit(res: Resources) -> int:
+    """CPU limit in milliCPU from cpu_quota / cpu_period; 0 = no limit."""
+    if res.cpu_quota <= 0:
+        return 0
+    period = res.cpu_period if res.cpu_period > 0 else DEFAULT_CPU_PERIOD
+    return (res.cpu_quota * 1000 + period // 2) // period
+
+
+AffinityFn = Callable[[ContainerInfo], int]
+"""A(C, D): how strongly the container being placed wants to be near an already placed D."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    key: str  # the agent's handle for the container (see Policy.rekey)
+    container: ContainerInfo
+    resources: Resources
+    affinity: AffinityFn | None = None  # None: no affinity rules at all (fast path)
+
+
+class CpuKind(StrEnum):
+    EXCLUSIVE = "exclusive"
+    SHARED = "shared"
+    RESERVED = "reserved"
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """What placing one container takes, decided once by `classify`."""
+
+    kind: CpuKind
+    exclusive_cpus: int  # whole CPUs, EXCLUSIVE only
+    milli_cpu: int  # accounted against the shared pool, SHARED only
+    memory_bytes: int  # accounted against the pool's NUMA nodes (Guaranteed limits)
+    isolated: bool  # an exclusive container that may (and prefers to) use isolated CPUs
+    why: str  # one line for explanations
+
+    def describe(self) -> str:
+        if self.kind is CpuKind.EXCLUSIVE:
+            return f"{self.exclusive_cpus} exclusive CPUs"
+        if self.kind is CpuKind.SHARED:
+            return f"{self.milli_cpu}m shared CPU"
+        return "reserved CPUs"
+
+
+def annotation_flag(annotations: Mapping[str, str], prefix: str, container: str) -> bool | None:
+    """cri-resource-manager's per-container / per-pod boolean annotation; container wins."""
+    for key in (f"{prefix}/container.{container}", f"{prefix}/pod"):
+        value = annotations.get(key)
+        if value is None:
+            continue
+        lowered = value.strip().lower()
+        if lowered == "true":
+            return True
+        if lowered == "false":
+            return False
+        raise InvalidRequest(
+            f'annotation {key}={value!r} on container {container!r}: expected "true" or "false"'
+        )
+    return None
+
+
+def classify(request: ContainerRequest, config: PolicyConfig) -> Need:
+    """Exclusive, shared or reserved, and the amounts to account."""
+    container = request.container
+    res = request.resources
+    milli = milli_cpu_request(res)
+    limit = milli_cpu_limit(res)
+    guaranteed = container.qosclass is QoSClass.GUARANTEED
+    memory = res.memory_limit_bytes if guaranteed and res.memory_limit_bytes > 0 else 0
+    if container.namespace in config.reserved_namespaces:
+        return Need(
+            CpuKind.RESERVED, 0, milli, 0, False, f"namespace {container.namespace} is reserved"
+        )
+    annotations = container.pod.annotations
+    whole = guaranteed and milli >= 1000 and milli % 1000 == 0 and limit == milli
+    if whole and annotation_flag(annotations, PREFER_SHARED, container.name):
+        return Need(CpuKind.SHARED, 0, milli, memory, False, "Guaranteed but prefers shared CPUs")
+    if whole:
+        asked = annotation_flag(annotations, PREFER_ISOLATED, container.name)
+        isolated = asked if asked is not None else config.isolated_for_exclusive
+        count = milli // 1000
+        return Need(
+            CpuKind.EXCLUSIVE,
+            count,
+            0,
+            memory,
+            isolated,
+            f"Guaranteed with {count} whole CPUs",
+        )
+    why = f"{container.qosclass} with {milli}m request"
+    if guaranteed:
+        why += " (not whole CPUs)"
+    return Need(CpuKind.SHARED, 0, milli, memory, False, why)
