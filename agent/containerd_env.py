@@ -146,6 +146,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 {cri[:-1]}.containerd.runtimes.runc.options]
   SystemdCgroup = false
+  # runc's own state, which would default to /run/containerd/runc.
+  Root = "{paths.state}/runc"
 
 {cri[:-1]}.cni]
   conf_dir = "{paths.cni_conf}"
@@ -237,6 +239,16 @@ def container_pid(client: CRIClient, container_id: str) -> int:
     return pid_from_status(client.container_status(container_id, verbose=True))
 
 
+def containerd_command(config: Path) -> list[str]:
+    command = ["containerd", "--config", str(config), "--log-level", "info"]
+    # If the process that started containerd dies without stopping it (a killed test run),
+    # containerd gets SIGTERM instead of running on unowned. setpriv (util-linux) sets that
+    # without a preexec_fn, which is unsafe once gRPC threads exist.
+    if shutil.which("setpriv"):
+        return ["setpriv", "--pdeathsig", "TERM", "--", *command]
+    return command
+
+
 class PrivateContainerd:
     """One containerd subprocess with its own dirs and socket, and our busybox image imported."""
 
@@ -296,10 +308,11 @@ class PrivateContainerd:
         build_busybox_image(self.paths.image_tar, name=self.image)
         with self.paths.log.open("ab") as log:
             self._proc = subprocess.Popen(
-                ["containerd", "--config", str(self.paths.config), "--log-level", "info"],
+                containerd_command(self.paths.config),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                # Own session: a Ctrl-C meant for the tests does not kill it mid-teardown.
                 start_new_session=True,
             )
         try:

@@ -39,6 +39,7 @@ def test_config_keeps_everything_under_base_and_suits_this_vm(snapshotter: str) 
     runc = cri["containerd"]["runtimes"]["runc"]
     assert runc["runtime_type"] == "io.containerd.runc.v2"
     assert runc["options"]["SystemdCgroup"] is False
+    assert runc["options"]["Root"] == "/tmp/numa-x/state/runc"
     assert cri["cni"]["conf_dir"].startswith("/tmp/numa-x/")
 
 

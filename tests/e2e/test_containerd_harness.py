@@ -11,6 +11,7 @@ import pytest
 
 from agent.containerd_env import PrivateContainerd, read_proc_status, remove_cgroup
 from agent.criclient import kubelet_container_config
+from agent.workload import QoSClass
 from proto import cri_pb2
 
 from .conftest import Pods, require_containerd
@@ -18,9 +19,11 @@ from .conftest import Pods, require_containerd
 pytestmark = [pytest.mark.root, pytest.mark.containerd]
 
 
-def run_sleeper(pods: Pods, name: str, cpuset_cpus: str = "") -> tuple[str, str]:
-    """A BestEffort pod with one `sleep 3600` container; returns (sandbox id, container id)."""
-    pod = pods.pod_config(name)
+def run_sleeper(
+    pods: Pods, name: str, cpuset_cpus: str = "", qos: QoSClass = QoSClass.BESTEFFORT
+) -> tuple[str, str]:
+    """A pod with one `sleep 3600` container; returns (sandbox id, container id)."""
+    pod = pods.pod_config(name, qos=qos)
     sandbox_id = pods.run(pod)
     config = kubelet_container_config(
         pod,
@@ -58,12 +61,27 @@ def test_cpuset_set_over_cri_is_what_the_kernel_enforces(
     assert status.resources.linux.cpu_shares == 2  # BestEffort's shares survive the update
 
 
+@pytest.mark.parametrize("qos", list(QoSClass))
 def test_container_without_cpuset_may_run_on_every_cpu(
-    containerd: PrivateContainerd, pods: Pods
+    containerd: PrivateContainerd, pods: Pods, qos: QoSClass
 ) -> None:
-    _, container_id = run_sleeper(pods, "unpinned")
+    sandbox_id, container_id = run_sleeper(pods, "unpinned", qos=qos)
     every_cpu = read_proc_status(1).cpus_allowed  # the host's init is not pinned
     assert containerd.proc_status(container_id).cpus_allowed == every_cpu
+    # The container runs in the kubelet-style pod cgroup of its QoS class.
+    assert cpuset_cgroup(containerd.pid_of(container_id)) == (
+        f"{pods.sandboxes[sandbox_id]}/{container_id}"
+    )
+
+
+def cpuset_cgroup(pid: int) -> str:
+    """The process's cgroup in the cpuset hierarchy (v1) or the unified one (v2)."""
+    paths = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):  # "" for the v2 line
+            paths[controller] = path
+    return paths.get("cpuset") or paths[""]
 
 
 def shims_of(socket: Path) -> list[int]:
@@ -79,10 +97,11 @@ def shims_of(socket: Path) -> list[int]:
     return pids
 
 
-def test_stopping_containerd_with_a_pod_running_leaves_nothing_behind() -> None:
+@pytest.mark.parametrize("snapshotter", ["overlayfs", "native"])  # native: VMs without overlay
+def test_stopping_containerd_with_a_pod_running_leaves_nothing_behind(snapshotter: str) -> None:
     require_containerd()
     base = Path(tempfile.mkdtemp(prefix="numa-e2e-stop-"))
-    env = PrivateContainerd(base)
+    env = PrivateContainerd(base, snapshotter=snapshotter)
     env.start()
     try:
         pods = Pods(env)
@@ -90,6 +109,7 @@ def test_stopping_containerd_with_a_pod_running_leaves_nothing_behind() -> None:
         pid = env.pid_of(container_id)
         assert shims_of(env.socket), "a running pod has a shim"
         assert str(base) in Path("/proc/self/mountinfo").read_text()
+        assert env.ctr("snapshots", "--snapshotter", snapshotter, "list").count("\n") > 1
     finally:
         env.stop()
     assert not Path(f"/proc/{pid}").exists()
