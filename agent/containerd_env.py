@@ -49,9 +49,9 @@ def missing_prerequisites() -> list[str]:
     missing = []
     if os.geteuid() != 0:
         missing.append("not running as root (containerd and runc need root)")
-    for binary in BINARIES:
-        if shutil.which(binary) is None:
-            missing.append(f"{binary} not on PATH (apt-get install containerd runc)")
+    absent = [binary for binary in BINARIES if shutil.which(binary) is None]
+    if absent:
+        missing.append(f"{', '.join(absent)} not on PATH (apt-get install containerd runc)")
     try:
         find_busybox()
     except ImageBuildError as err:
