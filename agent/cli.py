@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from agent import __version__
 
 # Sub-command modules, in the order `--help` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("agent.commands.topology",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "agent.commands.topology",
+    "agent.commands.config",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,147 @@
+"""The agent's configuration: one YAML file, every key also a command-line flag.
+
+Flags win over the file, the file over the defaults. Validation happens once,
+here, with errors that name the key and the bad value; unknown keys are errors.
+Policy keys (reserved CPUs, pinning, colocation) are handed to PolicyConfig.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.policy.config import ConfigError, PolicyConfig
+
+DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+__all__ = ["AgentConfig", "ConfigError", "config_from_mapping", "resolve_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    runtime_endpoint: str = "unix:///run/containerd/containerd.sock"
+    image_endpoint: str = ""  # empty: same as runtime_endpoint
+    listen: str = "unix:///var/run/numa-agent/numa-agent.sock"
+    socket_group: str = ""  # empty: root's group
+    state_dir: str = "/var/lib/numa-agent"
+    sysfs_root: str = "/sys"
+    log_level: str = "info"
+    log_format: str = "text"
+    metrics_address: str = ""  # empty: metrics off
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+
+    @property
+    def effective_image_endpoint(self) -> str:
+        return self.image_endpoint or self.runtime_endpoint
+
+
+# Documentation of every key, in the order `numa-agent config --defaults` prints them.
+AGENT_KEYS: dict[str, str] = {
+    "runtime_endpoint": "CRI endpoint of the real runtime (unix:///path or a bare path)",
+    "image_endpoint": "CRI image service endpoint; empty = the runtime endpoint",
+    "listen": "socket kubelet connects to (--container-runtime-endpoint)",
+    "socket_group": "group owning the listen socket (mode 0660); empty = root",
+    "state_dir": "where the agent keeps its state file",
+    "sysfs_root": "sysfs to read the machine's topology from",
+    "log_level": "debug, info, warning or error",
+    "log_format": "text or json",
+    "metrics_address": "host:port of the Prometheus endpoint; empty = off",
+}
+
+
+def socket_path(endpoint: str) -> str:
+    """`unix:///path` or a bare path -> the file system path."""
+    if endpoint.startswith("unix://"):
+        return endpoint[len("unix://") :]
+    if "://" in endpoint:
+        raise ConfigError(f"endpoint {endpoint!r}: only unix sockets are supported")
+    return endpoint
+
+
+def _check_str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _validate_agent_key(key: str, value: Any) -> Any:
+    text = _check_str(key, value)
+    if key in ("runtime_endpoint", "listen") and not text:
+        raise ConfigError(f"{key}: must not be empty")
+    if key in ("runtime_endpoint", "image_endpoint", "listen") and text:
+        try:
+            socket_path(text)
+        except ConfigError as err:
+            raise ConfigError(f"{key}: {err}") from None
+    if key == "log_level" and text not in LOG_LEVELS:
+        raise ConfigError(f"log_level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
+    if key == "log_format" and text not in LOG_FORMATS:
+        raise ConfigError(f"log_format: {text!r} is not one of {', '.join(LOG_FORMATS)}")
+    if key == "metrics_address" and text:
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"metrics_address: {text!r} is not host:port")
+    if key == "socket_group" and text:
+        try:
+            grp.getgrnam(text)
+        except KeyError:
+            raise ConfigError(f"socket_group: no group named {text!r} on this host") from None
+    return text
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> AgentConfig:
+    """Build a validated AgentConfig from a flat mapping of file keys and flag values."""
+    policy_keys = {f.name for f in dataclasses.fields(PolicyConfig)}
+    agent_values: dict[str, Any] = {}
+    policy_values: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"configuration key {key!r} is not a string")
+        if key in AGENT_KEYS:
+            agent_values[key] = _validate_agent_key(key, value)
+        elif key in policy_keys:
+            policy_values[key] = value
+        else:
+            known = ", ".join(sorted([*AGENT_KEYS, *policy_keys]))
+            raise ConfigError(f"unknown configuration key {key!r} (known keys: {known})")
+    return AgentConfig(**agent_values, policy=PolicyConfig.from_mapping(policy_values))
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a config file into a flat mapping; a missing file is an error naming it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"configuration file {path} is not valid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"configuration file {path}: expected a mapping of keys to values")
+    return data
+
+
+def resolve_config(config_path: str | Path | None, overrides: Mapping[str, Any]) -> AgentConfig:
+    """File values (when a file is given or the default one exists), then flags on top.
+
+    An explicitly named file must exist; the default path is optional.
+    """
+    values: dict[str, Any] = {}
+    if config_path is not None:
+        values.update(load_config_file(config_path))
+    elif Path(DEFAULT_CONFIG_PATH).exists():
+        values.update(load_config_file(DEFAULT_CONFIG_PATH))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return config_from_mapping(values)
