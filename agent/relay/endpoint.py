@@ -3,10 +3,13 @@ and a gRPC target. The one place both spellings are accepted."""
 
 from __future__ import annotations
 
+import errno
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 UNIX_PREFIX = "unix://"
+PROBE_TIMEOUT_S = 1.0
 
 
 class EndpointError(ValueError):
@@ -41,3 +44,17 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"unix://{self.path}"
+
+
+def probe(path: Path, timeout: float = PROBE_TIMEOUT_S) -> OSError | None:
+    """None if a server accepts connections on the unix socket `path`, else
+    the error connecting gave (ConnectionRefusedError: a stale socket file)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        try:
+            conn.connect(str(path))
+        except OSError as err:
+            if err.errno == errno.EAGAIN:  # listen backlog full: someone is there
+                return None
+            return err
+    return None

@@ -1,0 +1,196 @@
+"""The relay's side towards the real runtime: gRPC channels to the runtime and
+image endpoints, raw-bytes calls on any method path, and runtime failures as
+`BackendError` carrying the status to hand back unchanged."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from agent.relay.endpoint import Endpoint, probe
+from agent.relay.hooks import Metadata
+
+IMAGE_SERVICE_PREFIX = "/runtime.v1.ImageService/"
+
+# The relay must not be the tighter limit: kubelet and the runtime set their own.
+CHANNEL_OPTIONS = (
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+)
+
+# gRPC reports "no deadline" as a huge time_remaining(); anything beyond this is none.
+NO_DEADLINE_S = 1e8
+
+# Transport-level keys gRPC sets itself; passing them on would duplicate them.
+_RESERVED_KEYS = frozenset({"user-agent", "content-type", "te", "host"})
+
+
+def passable(metadata: Iterable[Any] | None) -> Metadata:
+    """The metadata entries a proxy may copy from one call to the next."""
+    if not metadata:
+        return ()
+    return tuple(
+        (m[0], m[1])
+        for m in metadata
+        if not m[0].startswith((":", "grpc-")) and m[0] not in _RESERVED_KEYS
+    )
+
+
+def remaining(context: grpc.ServicerContext) -> float | None:
+    """The caller's deadline as a timeout for the next hop (None: no deadline)."""
+    left: float | None = context.time_remaining()
+    if left is None or left > NO_DEADLINE_S:
+        return None
+    return max(left, 0.0)
+
+
+class BackendError(Exception):
+    """The runtime answered a call with a non-OK status (or could not be reached)."""
+
+    def __init__(
+        self,
+        method: str,
+        endpoint: Endpoint,
+        code: grpc.StatusCode,
+        details: str,
+        trailing_metadata: Metadata = (),
+    ) -> None:
+        super().__init__(f"{method} at {endpoint}: {code.name}: {details}")
+        self.method = method
+        self.endpoint = endpoint
+        self.code = code
+        self.details = details
+        self.trailing_metadata = trailing_metadata
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    body: bytes
+    initial_metadata: Metadata
+    trailing_metadata: Metadata
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+class _Channel:
+    """One endpoint's channel, with callables per method path created once."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.channel = grpc.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+        self._unary: dict[str, Any] = {}
+        self._stream: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def unary(self, method: str) -> Any:
+        fn = self._unary.get(method)
+        if fn is None:
+            with self._lock:
+                fn = self._unary.setdefault(
+                    method,
+                    self.channel.unary_unary(
+                        method, request_serializer=_identity, response_deserializer=_identity
+                    ),
+                )
+        return fn
+
+    def stream(self, method: str) -> Any:
+        fn = self._stream.get(method)
+        if fn is None:
+            with self._lock:
+                fn = self._stream.setdefault(
+                    method,
+                    self.channel.unary_stream(
+                        method, request_serializer=_identity, response_deserializer=_identity
+                    ),
+                )
+        return fn
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class Backend:
+    """Calls on the runtime (and image service) endpoint as raw bytes.
+
+    Public so hooks and the agent's own reconcile calls (UpdateContainerResources,
+    ListContainers at start) use the same channels as the pass-through.
+    """
+
+    def __init__(self, runtime_endpoint: Endpoint, image_endpoint: Endpoint | None = None) -> None:
+        self.runtime_endpoint = runtime_endpoint
+        self.image_endpoint = image_endpoint or runtime_endpoint
+        self._runtime = _Channel(runtime_endpoint)
+        self._image = (
+            self._runtime
+            if self.image_endpoint == runtime_endpoint
+            else _Channel(self.image_endpoint)
+        )
+
+    def _channel(self, method: str) -> _Channel:
+        return self._image if method.startswith(IMAGE_SERVICE_PREFIX) else self._runtime
+
+    def endpoint_for(self, method: str) -> Endpoint:
+        return self._channel(method).endpoint
+
+    def error(self, method: str, err: grpc.RpcError) -> BackendError:
+        """The BackendError for a failed call: the runtime's own status unchanged,
+        except that an unreachable runtime is named in the message."""
+        chan = self._channel(method)
+        code: grpc.StatusCode = err.code()
+        details: str = err.details() or ""
+        trailing = passable(err.trailing_metadata())
+        # UNAVAILABLE is both "could not connect" and a status runtimes send
+        # themselves; only the first is reworded, and only after checking.
+        if code == grpc.StatusCode.UNAVAILABLE:
+            refused = probe(chan.endpoint.path)
+            if refused is not None:
+                details = (
+                    f"container runtime at {chan.endpoint} is unreachable ({refused}): {details}"
+                )
+        return BackendError(method, chan.endpoint, code, details, trailing)
+
+    def unary(
+        self,
+        method: str,
+        request: bytes,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Reply:
+        """One unary call; raises BackendError on any non-OK status."""
+        fn = self._channel(method).unary(method)
+        try:
+            body, call = fn.with_call(
+                request, timeout=timeout, metadata=metadata, wait_for_ready=False
+            )
+        except grpc.RpcError as err:
+            raise self.error(method, err) from None
+        return Reply(body, passable(call.initial_metadata()), passable(call.trailing_metadata()))
+
+    def stream(
+        self,
+        method: str,
+        request: bytes,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Iterator[bytes]:
+        """A server-streaming call: the grpc call object (iterate it; `.cancel()`;
+        grpc.RpcError while iterating, to be turned into BackendError by `error`)."""
+        fn = self._channel(method).stream(method)
+        call: Iterator[bytes] = fn(
+            request, timeout=timeout, metadata=metadata, wait_for_ready=False
+        )
+        return call
+
+    def close(self) -> None:
+        self._runtime.close()
+        if self._image is not self._runtime:
+            self._image.close()

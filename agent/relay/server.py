@@ -1,0 +1,194 @@
+"""The relay server: every CRI call on the agent's socket goes to the runtime.
+
+One generic handler serves any `/service/method` path, as raw bytes, so CRI
+methods the agent has never heard of still work. A method listed in `hooks`
+is handed to its hook, which decides what reaches the runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from agent.relay import listen
+from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
+from agent.relay.endpoint import Endpoint
+from agent.relay.hooks import Hook, HookAbort
+
+log = logging.getLogger(__name__)
+
+# Server-streaming CRI methods (shared/cri-wire-facts.md). Any other method,
+# known or not, is relayed as unary: a new streaming method must be added here.
+STREAMING_METHODS = frozenset(
+    {
+        "/runtime.v1.RuntimeService/StreamPodSandboxes",
+        "/runtime.v1.RuntimeService/StreamContainers",
+        "/runtime.v1.RuntimeService/StreamContainerStats",
+        "/runtime.v1.RuntimeService/StreamPodSandboxStats",
+        "/runtime.v1.RuntimeService/StreamPodSandboxMetrics",
+        "/runtime.v1.RuntimeService/GetContainerEvents",
+        "/runtime.v1.ImageService/StreamImages",
+    }
+)
+
+DEFAULT_MAX_WORKERS = 64
+
+
+def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
+    context.set_trailing_metadata(err.trailing_metadata)
+    context.abort(err.code, err.details)
+
+
+class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
+    def __init__(self, backend: Backend, hooks: Mapping[str, Hook]) -> None:
+        self._backend = backend
+        self._hooks = hooks
+        self._handlers: dict[str, Any] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        method: str = handler_call_details.method
+        handler = self._handlers.get(method)
+        if handler is None:
+            # No request_deserializer/response_serializer: handlers see raw bytes.
+            if method in STREAMING_METHODS:
+                handler = grpc.unary_stream_rpc_method_handler(
+                    lambda req, ctx: self._stream(method, req, ctx)
+                )
+            else:
+                handler = grpc.unary_unary_rpc_method_handler(
+                    lambda req, ctx: self._unary(method, req, ctx)
+                )
+            self._handlers[method] = handler
+        return handler
+
+    def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+        metadata = passable(context.invocation_metadata())
+        replies: list[Reply] = []
+
+        def forward(body: bytes) -> bytes:
+            reply = self._backend.unary(method, body, timeout=remaining(context), metadata=metadata)
+            replies.append(reply)
+            return reply.body
+
+        hook = self._hooks.get(method)
+        try:
+            response = hook(request, forward, context) if hook else forward(request)
+        except BackendError as err:
+            _abort(context, err)
+            raise  # unreachable: abort raises
+        except HookAbort as err:
+            log.info("%s refused: %s", method, err)
+            context.abort(err.code, err.details)
+            raise
+        if replies:
+            last = replies[-1]
+            if last.initial_metadata:
+                context.send_initial_metadata(last.initial_metadata)
+            context.set_trailing_metadata(last.trailing_metadata)
+        return response
+
+    def _stream(
+        self, method: str, request: bytes, context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
+        call: Any = self._backend.stream(
+            method,
+            request,
+            timeout=remaining(context),
+            metadata=passable(context.invocation_metadata()),
+        )
+        # The caller going away must end the runtime call, or this thread
+        # stays blocked on the runtime's stream.
+        context.add_callback(call.cancel)
+        try:
+            first = True
+            for message in call:
+                if first:
+                    first = False
+                    initial = passable(call.initial_metadata())
+                    if initial:
+                        context.send_initial_metadata(initial)
+                yield message
+        except grpc.RpcError as err:
+            _abort(context, self._backend.error(method, err))
+        context.set_trailing_metadata(passable(call.trailing_metadata()))
+
+
+class RelayServer:
+    """The agent's CRI socket relaying to the runtime.
+
+    `hooks` (full method name -> Hook) is read on every call, so entries may be
+    added before `start`. `backend` is shared with hooks for their own calls.
+    """
+
+    def __init__(
+        self,
+        listen_endpoint: str,
+        runtime_endpoint: str,
+        image_endpoint: str | None = None,
+        hooks: Mapping[str, Hook] | None = None,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+    ) -> None:
+        self.listen = Endpoint.parse(listen_endpoint)
+        self.backend = Backend(
+            Endpoint.parse(runtime_endpoint),
+            Endpoint.parse(image_endpoint) if image_endpoint else None,
+        )
+        self.hooks: dict[str, Hook] = dict(hooks or {})
+        self._max_workers = max_workers
+        self._server: Any = None
+        self._inode: int | None = None
+
+    @property
+    def path(self) -> str:
+        return str(self.listen.path)
+
+    def start(self) -> None:
+        """Serve; the socket file appears only once the server accepts calls.
+
+        Raises listen.SocketInUseError if a live server owns the path,
+        listen.ListenError for other socket problems.
+        """
+        path = self.listen.path
+        temp = listen.prepare(path)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="relay"),
+            handlers=(_Dispatcher(self.backend, self.hooks),),
+            options=CHANNEL_OPTIONS,
+        )
+        try:
+            bound = server.add_insecure_port(f"unix://{temp.absolute()}")
+        except RuntimeError as err:
+            raise listen.ListenError(f"{temp}: cannot bind: {err}") from err
+        if not bound:
+            raise listen.ListenError(f"{temp}: cannot bind")
+        server.start()
+        try:
+            self._inode = listen.publish(temp, path)
+        except OSError as err:
+            server.stop(None)
+            raise listen.ListenError(f"{path}: cannot publish the socket: {err}") from err
+        self._server = server
+        log.info(
+            "relaying %s -> %s (images: %s)",
+            self.listen,
+            self.backend.runtime_endpoint,
+            self.backend.image_endpoint,
+        )
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (or timeout); True if it stopped."""
+        return bool(self._server.wait_for_termination(timeout))
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting, let calls in flight finish for `grace` seconds, clean up."""
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        if self._inode is not None:
+            listen.withdraw(self.listen.path, self._inode)
+            self._inode = None
+        self.backend.close()
