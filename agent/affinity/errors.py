@@ -27,7 +27,8 @@ class AnnotationError(ValueError):
     `container` is None when the annotation as a whole is at fault (it then
     concerns every container of the pod); `rule` is the 1-based position in that
     container's list; `field` is a dotted path inside the rule ("match.operator",
-    "weight", "scope.values[1]"), or "item <n>" in a list of container names. `reason` is the message after the context.
+    "weight", "scope.values[1]"), or "item <n>" in a list of container names.
+    `reason` is the message after the context.
     """
 
     def __init__(

@@ -60,6 +60,15 @@ def split_joint(key: str) -> tuple[tuple[str, ...], str]:
 
 def _compile_joint(key: str) -> Accessor:
     subkeys, value_sep = split_joint(key)
+    body = key[len(JOINT_PREFIX) :]
+    if value_sep == ":" and body[:1] not in ("", ":") and is_separator(body[0]):
+        # Probably a full-form key missing its value separator: say so, not "unknown key".
+        other = ";" if body[0] != ";" else "|"
+        raise ExpressionError(
+            "key",
+            f"{quote(key)}: a full-form joint key starts with two separators, one for keys "
+            f"and one for values, e.g. {quote(JOINT_PREFIX + body[0] + other + body[1:])}",
+        )
     getters: list[Accessor] = []
     for sub in subkeys:
         if not sub:

@@ -92,15 +92,18 @@ def load(text: str) -> Data:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_ANNOTATION_BYTES:
         raise LoadError(f"is {size} bytes long, more than the limit of {MAX_ANNOTATION_BYTES}")
-    composer = _Composer(text)
+    composer: _Composer | None = None
     try:
+        # The reader already checks characters in its constructor, so that is inside too.
+        composer = _Composer(text)
         node = composer.get_single_node()
     except yaml.MarkedYAMLError as err:
         raise LoadError(f"is not valid YAML: {_describe(err)}") from err
     except yaml.YAMLError as err:
         raise LoadError(f"is not valid YAML: {' '.join(str(err).split())}") from err
     finally:
-        composer.dispose()
+        if composer is not None:
+            composer.dispose()
     return None if node is None else _convert(node)
 
 

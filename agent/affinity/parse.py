@@ -141,7 +141,7 @@ def _parse_annotation(annotation: str, text: str | None) -> _Parsed:
     except LoadError as err:
         parsed.pod_errors.append(AnnotationError(annotation, str(err)))
         return parsed
-    if data is None:  # empty or only comments: no rules
+    if _is_null(data):  # empty, only comments, or null: no rules
         return parsed
     if not isinstance(data, dict):
         parsed.pod_errors.append(
@@ -157,8 +157,8 @@ def _parse_annotation(annotation: str, text: str | None) -> _Parsed:
             parsed.pod_errors.append(
                 AnnotationError(
                     annotation,
-                    f"container name {_cut(name.text)} is {_describe(name)}, not a string; quote it: "
-                    f"{quote(name.text)}",
+                    f"container name {_cut(name.text)} is {_describe(name)}, not a string; "
+                    f"quote it: {quote(name.text)}",
                 )
             )
         elif not name:
