@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,18 +14,28 @@ from topology.fakesysfs import MachineSpec, write_shape, write_sysfs
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
+# Fake trees are thousands of small files: on tmpfs they take a tenth of the time.
+FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+@contextmanager
+def fast_tmpdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="numa-agent-sysfs-", dir=FAST_TMP) as tmp:
+        yield Path(tmp)
+
 
 @pytest.fixture(scope="session")
-def shape_root(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+def shape_root() -> Iterator[Callable[[str], Path]]:
     """The fake sysfs root of a named shape, written once per test session."""
     roots: dict[str, Path] = {}
+    with fast_tmpdir() as tmp:
 
-    def build(name: str) -> Path:
-        if name not in roots:
-            roots[name] = write_shape(name, tmp_path_factory.mktemp(name) / "sys")
-        return roots[name]
+        def build(name: str) -> Path:
+            if name not in roots:
+                roots[name] = write_shape(name, tmp / name / "sys")
+            return roots[name]
 
-    return build
+        yield build
 
 
 @pytest.fixture
@@ -36,11 +49,12 @@ def shape_machine(shape_root: Callable[[str], Path]) -> Callable[[str], Machine]
 
 
 @pytest.fixture
-def spec_root(tmp_path: Path) -> Callable[[MachineSpec], Path]:
-    """Write a MachineSpec under tmp_path; returns the fake sysfs root."""
+def spec_root() -> Iterator[Callable[[MachineSpec], Path]]:
+    """Write a MachineSpec to a fresh temporary directory; returns the fake sysfs root."""
     counter = iter(range(1_000_000))
+    with fast_tmpdir() as tmp:
 
-    def build(spec: MachineSpec) -> Path:
-        return write_sysfs(spec, tmp_path / f"m{next(counter)}" / "sys")
+        def build(spec: MachineSpec) -> Path:
+            return write_sysfs(spec, tmp / f"m{next(counter)}" / "sys")
 
-    return build
+        yield build
