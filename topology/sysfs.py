@@ -140,11 +140,17 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
         meminfo = root.parent / "proc" / "meminfo"
         memory = _memtotal(meminfo) if meminfo.exists() else 0
         return [_Node(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
-    ids = sorted(
+    dirs = sorted(
         int(m.group(1)) for p in node_dir.iterdir() if (m := _NODE_DIR.match(p.name)) is not None
     )
-    if not ids:
+    if not dirs:
         raise SysfsError(f"{node_dir}: no node<N> directories")
+    # Distance rows list the online nodes in id order; node/online says which they are.
+    online_file = node_dir / "online"
+    ids = list(_cpus(online_file)) if online_file.exists() else dirs
+    missing = sorted(set(ids) - set(dirs))
+    if missing:
+        raise SysfsError(f"{online_file}: nodes {missing} are online but have no directory")
     nodes: list[_Node] = []
     owner: dict[int, int] = {}
     for node_id in ids:
@@ -285,6 +291,72 @@ def _renumber(ids: list[int]) -> list[int]:
     return ids if len(set(ids)) == len(ids) else list(range(len(ids)))
 
 
+def _machine_cpus(cpu_dir: Path) -> tuple[CPUSet, CPUSet, CPUSet, CPUSet]:
+    """online, offline, isolated, present; only `online` must exist."""
+    online = _cpus(cpu_dir / "online")
+    if not online:
+        raise SysfsError(f"{cpu_dir / 'online'}: no online CPUs")
+    optional: list[CPUSet | None] = []
+    for name in ("offline", "isolated", "present"):
+        text = _read_optional(cpu_dir / name)
+        optional.append(_cpus(cpu_dir / name, text) if text is not None else None)
+    offline, isolated, present = optional
+    offline = offline or CPUSet()
+    if not online.isdisjoint(offline):
+        raise SysfsError(
+            f"{cpu_dir / 'offline'}: CPUs {online & offline} are also in {cpu_dir / 'online'}"
+        )
+    return online, offline, isolated or CPUSet(), present or online | offline
+
+
+def _nest(
+    cpu_nodes: list[_Node], threads: dict[int, _Thread], built: dict[int, NumaNode]
+) -> tuple[Socket, ...]:
+    """Sockets -> dies -> the built NUMA nodes, sorted by id.
+
+    A NUMA node spanning sockets (common in VMs) or dies makes those one socket
+    / die here, since the tree nests nodes inside dies inside sockets.
+    """
+    sockets_uf, dies_uf = _UnionFind(), _UnionFind()
+    for node in cpu_nodes:
+        sockets_uf.join(threads[c].socket for c in node.cpus)
+        dies_uf.join((threads[c].socket, threads[c].die) for c in node.cpus)
+    grouped: dict[object, dict[object, list[NumaNode]]] = defaultdict(lambda: defaultdict(list))
+    for node in cpu_nodes:
+        first = threads[node.cpus.first()]
+        socket_key = sockets_uf.find(first.socket)
+        die_key = dies_uf.find((first.socket, first.die))
+        grouped[socket_key][die_key].append(built[node.id])
+
+    def first_cpu(item: Socket | Die | NumaNode) -> int:
+        return item.cpus.first()
+
+    sockets: list[Socket] = []
+    for die_map in grouped.values():
+        members = sorted(
+            (sorted(ns, key=lambda n: n.id) for ns in die_map.values()),
+            key=lambda ns: first_cpu(ns[0]),
+        )
+        die_ids = _renumber([threads[first_cpu(ns[0])].die for ns in members])
+        dies = tuple(
+            Die(id=die_id, cpus=CPUSet().union(*(n.cpus for n in ns)), numa_nodes=tuple(ns))
+            for die_id, ns in zip(die_ids, members, strict=True)
+        )
+        sockets.append(
+            Socket(
+                id=threads[first_cpu(dies[0])].socket,
+                cpus=CPUSet().union(*(d.cpus for d in dies)),
+                dies=dies,
+            )
+        )
+    sockets.sort(key=first_cpu)
+    socket_ids = _renumber([s.id for s in sockets])
+    renamed = (
+        Socket(id=i, cpus=s.cpus, dies=s.dies) for i, s in zip(socket_ids, sockets, strict=True)
+    )
+    return tuple(sorted(renamed, key=lambda s: s.id))
+
+
 def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
     """Read `<root>/devices/system/{cpu,node}` into a Machine.
 
@@ -296,21 +368,7 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
     node_dir = root / "devices" / "system" / "node"
     if not cpu_dir.is_dir():
         raise SysfsError(f"{cpu_dir}: missing (is {root} a sysfs root?)")
-    online = _cpus(cpu_dir / "online")
-    if not online:
-        raise SysfsError(f"{cpu_dir / 'online'}: no online CPUs")
-    offline_text = _read_optional(cpu_dir / "offline")
-    offline = _cpus(cpu_dir / "offline", offline_text) if offline_text is not None else CPUSet()
-    isolated_text = _read_optional(cpu_dir / "isolated")
-    isolated = _cpus(cpu_dir / "isolated", isolated_text) if isolated_text is not None else CPUSet()
-    present_text = _read_optional(cpu_dir / "present")
-    present = (
-        _cpus(cpu_dir / "present", present_text) if present_text is not None else online | offline
-    )
-    if not online.isdisjoint(offline):
-        raise SysfsError(
-            f"{cpu_dir / 'offline'}: CPUs {online & offline} are also in {cpu_dir / 'online'}"
-        )
+    online, offline, isolated, present = _machine_cpus(cpu_dir)
 
     threads = {cpu: _read_thread(cpu_dir, cpu, online) for cpu in online}
     nodes = _read_nodes(root, node_dir, online)
@@ -318,6 +376,7 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
     classes = _classify(cores)
 
     node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
+    cores_of_node: dict[int, list[list[_Thread]]] = defaultdict(list)
     for threads_of_core in cores:
         homes = {node_of[t.cpu] for t in threads_of_core}
         if len(homes) > 1:
@@ -326,68 +385,18 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
                 f"{first.siblings_file}: core {first.siblings} spans NUMA nodes "
                 f"{sorted(homes)} ({node_dir}/node*/cpulist)"
             )
+        cores_of_node[homes.pop()].append(threads_of_core)
 
     cpu_nodes = [n for n in nodes if n.cpus]
-    # A NUMA node spanning sockets (common in VMs) or dies makes those one
-    # socket / die here: the tree nests nodes inside dies inside sockets.
-    sockets_uf, dies_uf = _UnionFind(), _UnionFind()
-    for node in cpu_nodes:
-        sockets_uf.join(threads[c].socket for c in node.cpus)
-    for thread in threads.values():
-        sockets_uf.find(thread.socket)
-    for node in cpu_nodes:
-        dies_uf.join((threads[c].socket, threads[c].die) for c in node.cpus)
-
-    cores_of_node: dict[int, list[list[_Thread]]] = defaultdict(list)
-    for threads_of_core in cores:
-        cores_of_node[node_of[threads_of_core[0].cpu]].append(threads_of_core)
-
-    # socket root -> die root -> nodes
-    layout: dict[object, dict[object, list[NumaNode]]] = defaultdict(lambda: defaultdict(list))
-    for node in cpu_nodes:
-        first = threads[node.cpus.first()]
-        socket_key = sockets_uf.find(first.socket)
-        die_key = dies_uf.find((first.socket, first.die))
-        layout[socket_key][die_key].append(_build_node(node, cores_of_node[node.id], classes))
-
-    sockets: list[Socket] = []
-    for die_map in layout.values():
-        dies_unnamed = sorted(
-            (sorted(ns, key=lambda n: n.id) for ns in die_map.values()),
-            key=lambda ns: min(n.cpus.first() for n in ns),
-        )
-        die_ids = _renumber([threads[ns[0].cpus.first()].die for ns in dies_unnamed])
-        dies = tuple(
-            Die(id=die_id, cpus=CPUSet().union(*(n.cpus for n in ns)), numa_nodes=tuple(ns))
-            for die_id, ns in zip(die_ids, dies_unnamed, strict=True)
-        )
-        sockets.append(
-            Socket(
-                id=threads[dies[0].cpus.first()].socket,
-                cpus=CPUSet().union(*(d.cpus for d in dies)),
-                dies=dies,
-            )
-        )
-    sockets.sort(key=lambda s: s.cpus.first())
-    socket_ids = _renumber([s.id for s in sockets])
-    sockets = [
-        Socket(id=i, cpus=s.cpus, dies=s.dies) for i, s in zip(socket_ids, sockets, strict=True)
-    ]
-    sockets.sort(key=lambda s: s.id)
-
+    built = {n.id: _build_node(n, cores_of_node[n.id], classes) for n in cpu_nodes}
     memory_only = tuple(
         _attach(node, cpu_nodes, node_dir) for node in nodes if not node.cpus and node.memory_bytes
     )
-    model, flags = (
-        _cpu_info()
-        if (cpu_info if cpu_info is not None else root == REAL_SYSFS)
-        else (
-            "",
-            (),
-        )
-    )
+    if cpu_info is None:
+        cpu_info = root == REAL_SYSFS
+    model, flags = _cpu_info() if cpu_info else ("", ())
     return Machine(
-        sockets=tuple(sockets),
+        sockets=_nest(cpu_nodes, threads, built),
         online=online,
         offline=offline,
         isolated=isolated,

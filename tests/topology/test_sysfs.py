@@ -48,6 +48,7 @@ BROKEN: list[tuple[str, str, str, str]] = [
     ("cpu/cpu1/topology/core_cpus_list", "0,4", "cpu/cpu1/topology/core_cpus_list", "CPU 1 itself"),
     ("cpu/cpu2/cache/index3/level", "three", "cpu/cpu2/cache/index3/level", "expected an integer"),
     ("node/node0/cpulist", "0,4", "node", "online CPUs 1,5 are in no node"),
+    ("node/online", "0-2", "node/online", "nodes [2] are online but have no directory"),
 ]
 
 
