@@ -16,15 +16,13 @@ from agent.policy.request import CpuKind, Need
 RULES_SHARED = (
     "higher affinity score",
     "deeper pool",
-    "smaller pool",
     "less loaded pool",
     "lower pool id",
 )
 RULES_EXCLUSIVE = (
     "higher affinity score",
     "deeper pool",
-    "smaller pool",
-    "less fragmentation",
+    "isolated CPUs as preferred, then less fragmentation",
     "lower pool id",
 )
 MAX_LISTED = 12
@@ -34,7 +32,7 @@ MAX_LISTED = 12
 class Candidate:
     pool: Pool
     score: float
-    rank: tuple[float, int, int, tuple[float, ...], int]
+    rank: tuple[float, int, tuple[float, ...], int]
     detail: str  # "load 35%" / "splits 0 cores, leaves 12 free"
     pick: int = 0  # exclusive CPUs chosen in this pool (mask)
 

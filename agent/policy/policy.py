@@ -90,7 +90,6 @@ class Policy:
         self.tree: PoolTree = build_pools(machine)
         self._pools = self.tree.pools
         self._masks = [p.cpus.mask for p in self._pools]
-        self._sizes = [len(p.cpus) for p in self._pools]
         self._lineage = [(p.index, *p.ancestors) for p in self._pools]
         self._close = closeness_table(machine, self.tree)
         self._online = machine.cpus.mask
@@ -312,11 +311,11 @@ class Policy:
         The rank tuple is the comparator, rule by rule:
         1. higher affinity score: the weighted pull and push of the container's affinities;
         2. deeper pool: threads and memory stay close when nothing says otherwise;
-        3. smaller pool: the same at equal depth in uneven trees;
-        4. shared: less loaded after placement (spreads shared work);
-           exclusive: fewer newly split cores, then fewer free CPUs left over (best
-           fit keeps large holes for large requests);
-        5. lower pool id: deterministic.
+        3. shared: less loaded after placement (spreads shared work);
+           exclusive: isolated CPUs when the container prefers them, then fewer newly
+           split cores, then fewer free CPUs left over (best fit keeps large holes
+           for large requests);
+        4. lower pool id: deterministic.
         """
         scores = self._scores(request)
         shared_now = self._shared_counts()
@@ -337,9 +336,13 @@ class Policy:
                 if isinstance(pick_or_reason, str):
                     reason = pick_or_reason
                 else:
-                    pick, split, left = pick_or_reason
-                    tie: tuple[float, ...] = (split, left)
-                    detail = f"splits {split} cores, leaves {left} free"
+                    pick, isolated, split, left = pick_or_reason
+                    # A container that prefers isolated CPUs and cannot get them here
+                    # ranks after every pool where it can.
+                    missed = int(need.isolated and not isolated)
+                    tie: tuple[float, ...] = (missed, split, left)
+                    kind = "isolated, " if isolated else ""
+                    detail = f"{kind}splits {split} cores, leaves {left} free"
             elif reason is None:
                 load = (self._shared_used[index] + need.milli_cpu) / (shared_now[index] * 1000)
                 tie = (round(load, SCORE_DIGITS),)
@@ -348,7 +351,7 @@ class Policy:
                 rejected.append((pool, reason))
                 continue
             score = scores[index] if scores is not None else 0.0
-            rank = (-score, -pool.depth, self._sizes[index], tie, index)
+            rank = (-score, -pool.depth, tie, index)
             ranked.append(Candidate(pool, score, rank, detail, pick))
         ranked.sort(key=lambda c: c.rank)
         return ranked, rejected
@@ -392,13 +395,14 @@ class Policy:
             return None
         return f"{count} free exclusive CPUs"
 
-    def _pick(self, pool: Pool, need: Need) -> tuple[int, int, int] | str:
+    def _pick(self, pool: Pool, need: Need) -> tuple[int, bool, int, int] | str:
         """Exclusive CPUs in the pool and what taking them costs, or why it is not allowed."""
         ordinary, isolated = self._exclusive_free(need)
         mask = self._masks[pool.index]
         # Isolated CPUs when the container wants them and the pool has enough;
         # never a mix, which would put part of it under the scheduler and part not.
-        free = isolated if (mask & isolated).bit_count() >= need.exclusive_cpus else ordinary
+        use_isolated = (mask & isolated).bit_count() >= need.exclusive_cpus
+        free = isolated if use_isolated else ordinary
         pick = pick_exclusive(pool.layout, free & mask, need.exclusive_cpus, self._distance)
         if pick is None:
             return f"{(free & mask).bit_count()} free exclusive CPUs"
@@ -416,7 +420,7 @@ class Policy:
                     f"{self._shared_used[q]}m of shared containers"
                 )
         left = (mask & free).bit_count() - need.exclusive_cpus
-        return pick.mask, pick.split_cores, left
+        return pick.mask, use_isolated, pick.split_cores, left
 
     def _distance(self, a: int, b: int) -> float:
         return (self.machine.distance(a, b) + self.machine.distance(b, a)) / 2
