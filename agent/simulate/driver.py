@@ -1,0 +1,308 @@
+"""Replaying a scenario's events through the node agent's CRI handlers, as kubelet would.
+
+Requests are built by agent.criclient's kubelet builders, serialized, and given to
+the same handlers the relay uses, whose `forward` is the in-memory runtime; the
+final cpusets are read back from the runtime, so they show what reached it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from agent.criclient import (
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    kubelet_container_config,
+    kubelet_pod_config,
+)
+from agent.node.agent import NodeAgent, Placement
+from agent.node.runtime_access import InProcessRuntimeAccess
+from agent.policy.policy import Decision
+from agent.relay.backend import BackendError
+from agent.relay.hooks import HookAbort
+from agent.runtime.inprocess import dispatch, in_process_forward
+from agent.runtime.memory import MemoryRuntime
+from agent.simulate.machine import load_machine
+from agent.simulate.scenario import (
+    ContainerSpec,
+    CreatePod,
+    Event,
+    ExitContainer,
+    PodSpec,
+    RemovePod,
+    Scenario,
+    load_scenario,
+)
+from agent.workload import ContainerInfo
+from proto import cri_pb2
+from topology.tree import Machine
+
+RUNTIME = "/runtime.v1.RuntimeService/"
+Reply = TypeVar("Reply", bound=Message)
+
+
+class SimulationError(RuntimeError):
+    """A CRI call other than a container's creation failed: the scenario could not run."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningContainer:
+    """A running container at the end, with its cpusets as the runtime has them."""
+
+    namespace: str
+    pod: str
+    name: str
+    container_id: str
+    cpuset_cpus: str
+    cpuset_mems: str
+    exclusive: bool
+    pool: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A container whose CreateContainer the agent refused (code: gRPC status name)."""
+
+    namespace: str
+    pod: str
+    name: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """One placement decision as the agent reported it (--explain)."""
+
+    namespace: str
+    pod: str
+    name: str
+    pool: str
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationResult:
+    scenario: Scenario
+    machine: Machine
+    containers: tuple[RunningContainer, ...]
+    errors: tuple[Refusal, ...]
+    decisions: tuple[Explained, ...]
+
+
+def simulate_file(path: str | Path) -> SimulationResult:
+    """Load, validate and run a scenario file (ScenarioError, SimulationError)."""
+    scenario = load_scenario(path)
+    return run_scenario(scenario, load_machine(scenario.topology))
+
+
+def run_scenario(scenario: Scenario, machine: Machine) -> SimulationResult:
+    """Run every event of `scenario` on `machine`, in order, synchronously."""
+    runtime = MemoryRuntime()
+    decisions: list[Explained] = []
+
+    def on_decision(info: ContainerInfo, decision: Decision) -> None:
+        decisions.append(
+            Explained(info.namespace, info.pod.name, info.name, decision.pool, decision.explanation)
+        )
+
+    agent = NodeAgent(
+        machine,
+        scenario.config,
+        InProcessRuntimeAccess(runtime),
+        background_updates=False,
+        on_decision=on_decision,
+    )
+    agent.start()
+    try:
+        kubelet = _Kubelet(runtime, agent)
+        for index, event in enumerate(scenario.events):
+            kubelet.play(scenario, event, f"{scenario.source}: events[{index}]")
+        placements = {p.container_id: p for p in agent.placements()}
+    finally:
+        agent.close()
+    return SimulationResult(
+        scenario,
+        machine,
+        _running(runtime, placements),
+        tuple(kubelet.refusals),
+        tuple(decisions),
+    )
+
+
+class _Kubelet:
+    """Plays kubelet: builds its requests and sends them through the agent's handlers."""
+
+    def __init__(self, runtime: MemoryRuntime, agent: NodeAgent) -> None:
+        self.runtime = runtime
+        self.handlers = agent.handlers()
+        self.refusals: list[Refusal] = []
+        self.sandboxes: dict[str, str] = {}  # pod key -> sandbox id
+        self.containers: dict[str, dict[str, str]] = {}  # pod key -> name -> container id
+
+    def call(self, rpc: str, request: Message, reply: type[Reply], where: str) -> Reply:
+        """One CRI call through the agent's handler for `rpc` (or straight to the
+        runtime when the agent does not intercept it, as the relay does)."""
+        try:
+            raw = self.send(rpc, request)
+        except (HookAbort, BackendError) as exc:
+            raise SimulationError(f"{where}: {rpc} failed: {exc}") from exc
+        return reply.FromString(raw)
+
+    def send(self, rpc: str, request: Message) -> bytes:
+        method = RUNTIME + rpc
+        data = request.SerializeToString()
+        handler = self.handlers.get(method)
+        if handler is None:
+            return dispatch(self.runtime, method, data)
+        return handler(data, in_process_forward(self.runtime, method))
+
+    def play(self, scenario: Scenario, event: Event, where: str) -> None:
+        pod = scenario.pod(event.pod)
+        if isinstance(event, CreatePod):
+            self.create_pod(pod, f"{where} (create {pod.key})")
+        elif isinstance(event, RemovePod):
+            self.remove_pod(pod, f"{where} (remove {pod.key})")
+        else:
+            assert isinstance(event, ExitContainer)
+            self.exit_container(pod, event.container, f"{where} (exit {pod.key}/{event.container})")
+
+    def create_pod(self, pod: PodSpec, where: str) -> None:
+        config = kubelet_pod_config(
+            pod.name, pod.namespace, pod.uid, pod.labels, pod.annotations, pod.qos
+        )
+        sandbox = self.call(
+            "RunPodSandbox",
+            cri_pb2.RunPodSandboxRequest(config=config),
+            cri_pb2.RunPodSandboxResponse,
+            where,
+        ).pod_sandbox_id
+        self.sandboxes[pod.key] = sandbox
+        self.containers[pod.key] = {}
+        # kubelet runs init containers one at a time, each to completion, then
+        # notices the exit on its next relist before creating the app containers.
+        for spec in pod.init_containers:
+            container_id = self.create_container(pod, sandbox, config, spec, where)
+            if container_id:
+                self.runtime.exit_container(container_id)
+                self.relist(where)
+        for spec in pod.containers:
+            self.create_container(pod, sandbox, config, spec, where)
+
+    def create_container(
+        self,
+        pod: PodSpec,
+        sandbox: str,
+        pod_config: cri_pb2.PodSandboxConfig,
+        spec: ContainerSpec,
+        where: str,
+    ) -> str:
+        """Create and start one container; "" if the agent refused it (recorded)."""
+        config = kubelet_container_config(
+            pod_config, spec.name, spec.cpu_milli, spec.cpu_limit_milli, spec.memory_limit_bytes
+        )
+        request = cri_pb2.CreateContainerRequest(
+            pod_sandbox_id=sandbox, config=config, sandbox_config=pod_config
+        )
+        try:
+            raw = self.send("CreateContainer", request)
+        except HookAbort as abort:
+            self.refusals.append(
+                Refusal(pod.namespace, pod.name, spec.name, abort.code.name, abort.details)
+            )
+            return ""
+        except BackendError as exc:
+            raise SimulationError(f"{where}: CreateContainer {spec.name} failed: {exc}") from exc
+        container_id = cri_pb2.CreateContainerResponse.FromString(raw).container_id
+        self.containers[pod.key][spec.name] = container_id
+        self.call(
+            "StartContainer",
+            cri_pb2.StartContainerRequest(container_id=container_id),
+            cri_pb2.StartContainerResponse,
+            where,
+        )
+        return container_id
+
+    def relist(self, where: str) -> None:
+        self.call(
+            "ListContainers",
+            cri_pb2.ListContainersRequest(),
+            cri_pb2.ListContainersResponse,
+            where,
+        )
+
+    def exit_container(self, pod: PodSpec, name: str, where: str) -> None:
+        container_id = self.containers[pod.key].get(name)
+        if container_id is None:
+            return  # it was refused: nothing runs to exit
+        self.runtime.exit_container(container_id)
+        self.relist(where)
+
+    def remove_pod(self, pod: PodSpec, where: str) -> None:
+        """kubelet's pod teardown: stop and remove each container, then the sandbox."""
+        ids = list(self.containers.pop(pod.key).values())
+        for container_id in ids:
+            self.call(
+                "StopContainer",
+                cri_pb2.StopContainerRequest(container_id=container_id),
+                cri_pb2.StopContainerResponse,
+                where,
+            )
+        for container_id in ids:
+            self.call(
+                "RemoveContainer",
+                cri_pb2.RemoveContainerRequest(container_id=container_id),
+                cri_pb2.RemoveContainerResponse,
+                where,
+            )
+        sandbox = self.sandboxes.pop(pod.key)
+        self.call(
+            "StopPodSandbox",
+            cri_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox),
+            cri_pb2.StopPodSandboxResponse,
+            where,
+        )
+        self.call(
+            "RemovePodSandbox",
+            cri_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox),
+            cri_pb2.RemovePodSandboxResponse,
+            where,
+        )
+
+
+def _running(
+    runtime: MemoryRuntime, placements: dict[str, Placement]
+) -> tuple[RunningContainer, ...]:
+    """Running containers in creation order, cpusets from the runtime's ContainerStatus."""
+    listed = runtime.list_containers(
+        cri_pb2.ListContainersRequest(
+            filter=cri_pb2.ContainerFilter(
+                state=cri_pb2.ContainerStateValue(state=cri_pb2.CONTAINER_RUNNING)
+            )
+        )
+    ).containers
+    out: list[RunningContainer] = []
+    for container in listed:
+        status = runtime.container_status(
+            cri_pb2.ContainerStatusRequest(container_id=container.id)
+        ).status
+        linux = status.resources.linux
+        labels = container.labels
+        placement = placements.get(container.id)
+        out.append(
+            RunningContainer(
+                namespace=labels[POD_NAMESPACE_LABEL],
+                pod=labels[POD_NAME_LABEL],
+                name=container.metadata.name,
+                container_id=container.id,
+                cpuset_cpus=linux.cpuset_cpus,
+                cpuset_mems=linux.cpuset_mems,
+                exclusive=placement.exclusive if placement else False,
+                pool=placement.pool if placement else "",
+            )
+        )
+    return tuple(out)
