@@ -70,7 +70,15 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         replies: list[Reply] = []
 
         def forward(body: bytes) -> bytes:
-            reply = self._backend.unary(method, body, timeout=remaining(context), metadata=metadata)
+            timeout = remaining(context)
+            # A caller that gave up must not have its call done behind its back
+            # (kubelet retries a create; the runtime would hold two containers).
+            # gRPC may still complete a call whose deadline already passed.
+            if timeout is not None and timeout <= 0:
+                raise self._gone(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed")
+            if not context.is_active():
+                raise self._gone(method, grpc.StatusCode.CANCELLED, "caller cancelled")
+            reply = self._backend.unary(method, body, timeout=timeout, metadata=metadata)
             replies.append(reply)
             return reply.body
 
@@ -90,6 +98,14 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
                 context.send_initial_metadata(last.initial_metadata)
             context.set_trailing_metadata(last.trailing_metadata)
         return response
+
+    def _gone(self, method: str, code: grpc.StatusCode, why: str) -> BackendError:
+        return BackendError(
+            method,
+            self._backend.endpoint_for(method),
+            code,
+            f"{why} before the call was forwarded to the runtime",
+        )
 
     def _stream(
         self, method: str, request: bytes, context: grpc.ServicerContext

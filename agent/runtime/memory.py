@@ -158,8 +158,9 @@ class MemoryRuntime:
     # ------------------------------------------------------------- helpers (lock held)
 
     def _new_id(self, kind: str) -> str:
-        # 64 hex digits like containerd's ids, with a readable prefix for tests.
-        return f"{kind}{next(self._ids):062x}"
+        # 64 hex digits like containerd's ids; distinct prefixes, so crictl-style
+        # short ids work; deterministic, so test runs repeat.
+        return hashlib.sha256(f"{kind}-{next(self._ids)}".encode()).hexdigest()
 
     def _sandbox(self, pod_id: str) -> _Sandbox:
         sandbox = self._sandboxes.get(pod_id)
