@@ -15,35 +15,35 @@ WEB = pod(
 )
 APP = container("app", WEB, cid="ctr-1", labels={"tier": "front"}, tags={"note": "x"})
 
-O = Operator
+Op = Operator
 
 # (operator, values, result when labels/tier = "front", result when the key is absent)
 OPERATOR_CASES = [
-    (O.EQUALS, ("front",), True, False),
-    (O.EQUALS, ("back",), False, False),
-    (O.NOT_EQUAL, ("front",), False, True),
-    (O.NOT_EQUAL, ("back",), True, True),
-    (O.IN, ("back", "front"), True, False),
-    (O.IN, ("back",), False, False),
-    (O.NOT_IN, ("back",), True, True),
-    (O.NOT_IN, ("back", "front"), False, True),
-    (O.EXISTS, (), True, False),
-    (O.NOT_EXISTS, (), False, True),
-    (O.ALWAYS_TRUE, (), True, True),
-    (O.MATCHES, ("fr*",), True, False),
-    (O.MATCHES, ("f?ont",), True, False),
-    (O.MATCHES, ("[ef]ront",), True, False),
-    (O.MATCHES, ("*",), True, False),
-    (O.MATCHES, ("fro",), False, False),  # a glob matches the whole value
-    (O.MATCHES, ("FRONT",), False, False),  # and is case-sensitive
-    (O.MATCHES, ("b*",), False, False),
-    (O.MATCHES_NOT, ("fr*",), False, True),
-    (O.MATCHES_NOT, ("b*",), True, True),
-    (O.MATCHES_NOT, ("*",), False, True),
-    (O.MATCHES_ANY, ("b*", "*nt"), True, False),
-    (O.MATCHES_ANY, ("b*", "x"), False, False),
-    (O.MATCHES_NONE, ("b*", "x"), True, True),
-    (O.MATCHES_NONE, ("b*", "*nt"), False, True),
+    (Op.EQUALS, ("front",), True, False),
+    (Op.EQUALS, ("back",), False, False),
+    (Op.NOT_EQUAL, ("front",), False, True),
+    (Op.NOT_EQUAL, ("back",), True, True),
+    (Op.IN, ("back", "front"), True, False),
+    (Op.IN, ("back",), False, False),
+    (Op.NOT_IN, ("back",), True, True),
+    (Op.NOT_IN, ("back", "front"), False, True),
+    (Op.EXISTS, (), True, False),
+    (Op.NOT_EXISTS, (), False, True),
+    (Op.ALWAYS_TRUE, (), True, True),
+    (Op.MATCHES, ("fr*",), True, False),
+    (Op.MATCHES, ("f?ont",), True, False),
+    (Op.MATCHES, ("[ef]ront",), True, False),
+    (Op.MATCHES, ("*",), True, False),
+    (Op.MATCHES, ("fro",), False, False),  # a glob matches the whole value
+    (Op.MATCHES, ("FRONT",), False, False),  # and is case-sensitive
+    (Op.MATCHES, ("b*",), False, False),
+    (Op.MATCHES_NOT, ("fr*",), False, True),
+    (Op.MATCHES_NOT, ("b*",), True, True),
+    (Op.MATCHES_NOT, ("*",), False, True),
+    (Op.MATCHES_ANY, ("b*", "*nt"), True, False),
+    (Op.MATCHES_ANY, ("b*", "x"), False, False),
+    (Op.MATCHES_NONE, ("b*", "x"), True, True),
+    (Op.MATCHES_NONE, ("b*", "*nt"), False, True),
 ]
 
 
@@ -61,9 +61,9 @@ def test_every_operator_is_covered_both_ways() -> None:
 
 def test_glob_metacharacters_are_not_regex() -> None:
     dotted = container("a.b", WEB)
-    assert Expression("name", O.MATCHES, ("a.b",)).evaluate(dotted)
-    assert not Expression("name", O.MATCHES, ("a.b",)).evaluate(container("axb", WEB))
-    assert Expression("name", O.MATCHES, ("a[.]?",)).evaluate(dotted)
+    assert Expression("name", Op.MATCHES, ("a.b",)).evaluate(dotted)
+    assert not Expression("name", Op.MATCHES, ("a.b",)).evaluate(container("axb", WEB))
+    assert Expression("name", Op.MATCHES, ("a[.]?",)).evaluate(dotted)
 
 
 @pytest.mark.parametrize(
@@ -95,14 +95,14 @@ def test_key_reads(key: str, value: str | None) -> None:
 
 def test_empty_ids_do_not_exist() -> None:
     fresh = container("app", pod("web-1"))  # not created yet: no container or sandbox id
-    assert not Expression("id", O.EXISTS).evaluate(fresh)
-    assert not Expression("pod/id", O.EXISTS).evaluate(fresh)
-    assert Expression("id", O.NOT_EQUAL, ("ctr-1",)).evaluate(fresh)
+    assert not Expression("id", Op.EXISTS).evaluate(fresh)
+    assert not Expression("pod/id", Op.EXISTS).evaluate(fresh)
+    assert Expression("id", Op.NOT_EQUAL, ("ctr-1",)).evaluate(fresh)
 
 
 def test_label_with_slash_in_its_name() -> None:
     c = container("app", WEB, labels={"example.com/role": "cache"})
-    assert Expression("labels/example.com/role", O.EQUALS, ("cache",)).evaluate(c)
+    assert Expression("labels/example.com/role", Op.EQUALS, ("cache",)).evaluate(c)
 
 
 @pytest.mark.parametrize(
@@ -129,11 +129,11 @@ def test_joint_keys(key: str, value: str | None) -> None:
 
 
 def test_joint_key_in_an_expression() -> None:
-    both = Expression(":pod/qosclass:name", O.EQUALS, ("Burstable:app",))
+    both = Expression(":pod/qosclass:name", Op.EQUALS, ("Burstable:app",))
     assert both.evaluate(APP)
     assert not both.evaluate(container("app", pod("db-0", qosclass=QoSClass.GUARANTEED)))
-    assert not Expression(":labels/a:labels/b", O.EXISTS).evaluate(APP)
-    assert Expression(":labels/a:labels/tier", O.EXISTS).evaluate(APP)
+    assert not Expression(":labels/a:labels/b", Op.EXISTS).evaluate(APP)
+    assert Expression(":labels/a:labels/tier", Op.EXISTS).evaluate(APP)
 
 
 KEY_LIST = (
@@ -181,7 +181,7 @@ POD_KEY_LIST = "pod keys are name, namespace, qosclass, uid, id, labels/<label>"
 )
 def test_bad_keys(key: str, message: str) -> None:
     with pytest.raises(ExpressionError) as caught:
-        Expression(key, O.EXISTS)
+        Expression(key, Op.EXISTS)
     assert str(caught.value) == message
     assert caught.value.field == "key"
 
@@ -219,25 +219,29 @@ def test_unknown_operator(text: str, hint: str) -> None:
 @pytest.mark.parametrize(
     ("op", "values", "message"),
     [
-        (O.EQUALS, (), "values must hold exactly one value for operator Equals, not 0"),
+        (Op.EQUALS, (), "values must hold exactly one value for operator Equals, not 0"),
         (
-            O.NOT_EQUAL,
+            Op.NOT_EQUAL,
             ("a", "b"),
             "values must hold exactly one value for operator NotEqual, not 2",
         ),
-        (O.MATCHES, (), "values must hold exactly one value for operator Matches, not 0"),
+        (Op.MATCHES, (), "values must hold exactly one value for operator Matches, not 0"),
         (
-            O.MATCHES_NOT,
+            Op.MATCHES_NOT,
             ("a", "b"),
             "values must hold exactly one value for operator MatchesNot, not 2",
         ),
-        (O.IN, (), "values must hold one or more values for operator In, not 0"),
-        (O.NOT_IN, (), "values must hold one or more values for operator NotIn, not 0"),
-        (O.MATCHES_ANY, (), "values must hold one or more values for operator MatchesAny, not 0"),
-        (O.MATCHES_NONE, (), "values must hold one or more values for operator MatchesNone, not 0"),
-        (O.EXISTS, ("a",), "values must hold no values for operator Exists, not 1"),
-        (O.NOT_EXISTS, ("a",), "values must hold no values for operator NotExists, not 1"),
-        (O.ALWAYS_TRUE, ("a",), "values must hold no values for operator AlwaysTrue, not 1"),
+        (Op.IN, (), "values must hold one or more values for operator In, not 0"),
+        (Op.NOT_IN, (), "values must hold one or more values for operator NotIn, not 0"),
+        (Op.MATCHES_ANY, (), "values must hold one or more values for operator MatchesAny, not 0"),
+        (
+            Op.MATCHES_NONE,
+            (),
+            "values must hold one or more values for operator MatchesNone, not 0",
+        ),
+        (Op.EXISTS, ("a",), "values must hold no values for operator Exists, not 1"),
+        (Op.NOT_EXISTS, ("a",), "values must hold no values for operator NotExists, not 1"),
+        (Op.ALWAYS_TRUE, ("a",), "values must hold no values for operator AlwaysTrue, not 1"),
     ],
 )
 def test_wrong_number_of_values(op: Operator, values: tuple[str, ...], message: str) -> None:
@@ -248,24 +252,24 @@ def test_wrong_number_of_values(op: Operator, values: tuple[str, ...], message: 
 
 
 def test_key_is_required_except_for_always_true() -> None:
-    assert Expression("", O.ALWAYS_TRUE).evaluate(APP)
+    assert Expression("", Op.ALWAYS_TRUE).evaluate(APP)
     with pytest.raises(ExpressionError, match=r"^key is required for operator Exists$"):
-        Expression("", O.EXISTS)
+        Expression("", Op.EXISTS)
 
 
 def test_always_true_still_checks_a_key_it_was_given() -> None:
     with pytest.raises(ExpressionError, match='key "bogus" is not a container key'):
-        Expression("bogus", O.ALWAYS_TRUE)
+        Expression("bogus", Op.ALWAYS_TRUE)
 
 
 def test_expressions_compare_by_what_they_say() -> None:
-    a = Expression("name", O.IN, ("x", "y"))
-    b = Expression("name", O.IN, ["x", "y"])  # type: ignore[arg-type]
+    a = Expression("name", Op.IN, ("x", "y"))
+    b = Expression("name", Op.IN, ["x", "y"])  # type: ignore[arg-type]
     assert a == b and hash(a) == hash(b) and b.values == ("x", "y")
-    assert a != Expression("name", O.IN, ("y", "x"))
+    assert a != Expression("name", Op.IN, ("y", "x"))
     assert str(a) == "name In [x, y]"
 
 
 def test_non_string_value_is_refused() -> None:
     with pytest.raises(ExpressionError, match=r"^values\[2\] 1 is not a string$"):
-        Expression("name", O.IN, ("a", 1))  # type: ignore[arg-type]
+        Expression("name", Op.IN, ("a", 1))  # type: ignore[arg-type]

@@ -4,9 +4,12 @@ every error with its whole message, the limits, and which containers an error co
 from __future__ import annotations
 
 import pickle
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.affinity import (
     ANNOTATION_AFFINITY,
@@ -24,7 +27,7 @@ from agent.affinity import (
 AFF = ANNOTATION_AFFINITY
 ANTI = ANNOTATION_ANTI_AFFINITY
 NAME_KEY = "labels/io.kubernetes.container.name"
-O = Operator
+Op = Operator
 
 
 def parse(affinity: str | None = None, anti: str | None = None) -> dict[str, tuple[Rule, ...]]:
@@ -71,8 +74,8 @@ def test_peter_sheep_wolf() -> None:
     )
     assert rules == {
         "peter": (
-            Rule(Expression("name", O.EQUALS, ("sheep",)), None, 5, AFF),
-            Rule(Expression("name", O.EQUALS, ("wolf",)), None, -5, ANTI),
+            Rule(Expression("name", Op.EQUALS, ("sheep",)), None, 5, AFF),
+            Rule(Expression("name", Op.EQUALS, ("wolf",)), None, -5, ANTI),
         )
     }
 
@@ -116,11 +119,11 @@ FULL_SYNTAX = (
 def test_shorthand_means_what_the_document_says() -> None:
     assert parse(*SHORTHAND) == {
         "container3": (
-            Rule(Expression(NAME_KEY, O.IN, ("container1",)), None, 1, AFF),
-            Rule(Expression(NAME_KEY, O.IN, ("container2",)), None, -1, ANTI),
+            Rule(Expression(NAME_KEY, Op.IN, ("container1",)), None, 1, AFF),
+            Rule(Expression(NAME_KEY, Op.IN, ("container2",)), None, -1, ANTI),
         ),
         "container4": (
-            Rule(Expression(NAME_KEY, O.IN, ("container2", "container3")), None, -1, ANTI),
+            Rule(Expression(NAME_KEY, Op.IN, ("container2", "container3")), None, -1, ANTI),
         ),
     }
 
@@ -197,14 +200,14 @@ def test_general_syntax_with_scope_match_and_weight() -> None:
     assert rules == {
         "container1": (
             Rule(
-                Expression("name", O.MATCHES_ANY, ("replica-*", "primary")),
-                Expression("pod/labels/app", O.IN, ("db", "cache")),
+                Expression("name", Op.MATCHES_ANY, ("replica-*", "primary")),
+                Expression("pod/labels/app", Op.IN, ("db", "cache")),
                 40,
                 AFF,
             ),
             Rule(
-                Expression("tags/role", O.EXISTS),
-                Expression("namespace", O.EQUALS, ("shop",)),
+                Expression("tags/role", Op.EXISTS),
+                Expression("namespace", Op.EQUALS, ("shop",)),
                 -7,
                 ANTI,
             ),
@@ -250,12 +253,12 @@ def test_default_scope_and_kind() -> None:
 def test_operators_without_values_accept_no_or_empty_values(values: str) -> None:
     text = f"c:\n- match:\n    key: name\n    operator: NotExist\n    {values}\n"
     (rule,) = parse(text)["c"]
-    assert rule.match == Expression("name", O.NOT_EXISTS)
+    assert rule.match == Expression("name", Op.NOT_EXISTS)
 
 
 def test_always_true_needs_no_key() -> None:
     (rule,) = parse("c:\n- match: {operator: AlwaysTrue}\n")["c"]
-    assert rule.match == Expression("", O.ALWAYS_TRUE)
+    assert rule.match == Expression("", Op.ALWAYS_TRUE)
 
 
 def test_explicit_string_tag_makes_a_number_a_string() -> None:
@@ -707,7 +710,7 @@ GOOD_AND_BAD = {
 
 def test_a_bad_rule_concerns_only_its_container() -> None:
     parsed = parse_pod_affinities(GOOD_AND_BAD)
-    assert parsed.rules_for("db") == (Rule(Expression(NAME_KEY, O.IN, ("cache",)), None, 1, AFF),)
+    assert parsed.rules_for("db") == (Rule(Expression(NAME_KEY, Op.IN, ("cache",)), None, 1, AFF),)
     assert parsed.rules_for("other") == ()
     with pytest.raises(AnnotationError) as caught:
         parsed.rules_for("web")
@@ -822,3 +825,27 @@ def test_a_long_shorthand_list_is_one_rule() -> None:
     names = [f"c{i}" for i in range(1000)]
     (rule,) = parse(f"web: [{', '.join(names)}]\n")["web"]
     assert rule.match.values == tuple(names)
+
+
+# --- the reference document's own examples ---------------------------------------
+
+
+def _annotation_blocks() -> list[dict[str, str]]:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "affinity.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(), flags=re.S)
+    found = []
+    for block in blocks:
+        data = yaml.safe_load(textwrap.dedent(block))
+        if isinstance(data, dict) and "metadata" in data:
+            data = data["metadata"]["annotations"]
+        if isinstance(data, dict) and {AFF, ANTI} & set(data):
+            found.append(data)
+    return found
+
+
+def test_reference_examples_parse() -> None:
+    blocks = _annotation_blocks()
+    assert len(blocks) == 4  # peter/sheep/wolf, shorthand, db replicas, cache
+    for block in blocks:
+        parsed = parse_pod_affinities(block)
+        assert parsed.errors == () and parsed.has_rules
