@@ -35,6 +35,7 @@ class Candidate:
     rank: tuple[float, int, tuple[float, ...], int]
     detail: str  # "load 35%" / "splits 0 cores, leaves 12 free"
     pick: int = 0  # exclusive CPUs chosen in this pool (mask)
+    home: int = 0  # the pool the container ends up in (exclusive: the deepest holding `pick`)
 
 
 def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:

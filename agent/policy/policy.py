@@ -162,8 +162,7 @@ class Policy:
         if need.kind is CpuKind.RESERVED:
             entry = self._install(request, need, RESERVED_POOL, 0, 0.0, note)
         elif need.kind is CpuKind.EXCLUSIVE and self._can_adopt_exclusive(need, cpus):
-            pool = self.tree.smallest_containing(cpus).index
-            entry = self._install(request, need, pool, cpus.mask, 0.0, note)
+            entry = self._install(request, need, self._home(0, cpus.mask), cpus.mask, 0.0, note)
         else:
             shared = replace(
                 need, kind=CpuKind.SHARED, milli_cpu=need.milli_cpu or (need.exclusive_cpus * 1000)
@@ -272,7 +271,7 @@ class Policy:
             raise ResourceExhausted(self._exhausted(need, rejected))
         winner = ranked[0]
         text = explain(request.key, need, ranked, rejected)
-        return self._install(request, need, winner.pool.index, winner.pick, winner.score, text)
+        return self._install(request, need, winner.home, winner.pick, winner.score, text)
 
     def _scores(self, request: ContainerRequest) -> list[float] | None:
         """Affinity score of every pool, or None when all are zero (no affinities)."""
@@ -323,51 +322,77 @@ class Policy:
         rejected: list[tuple[Pool, str]] = []
         exclusive = need.kind is CpuKind.EXCLUSIVE
         for pool in self._pools:
-            index = pool.index
-            reason = self._memory_short(pool, need)
-            if reason is None:
-                if exclusive:
-                    reason = self._exclusive_short(pool, need)
-                else:
-                    reason = self._shared_short(pool, need, shared_now)
-            pick = 0
-            if reason is None and exclusive:
-                pick_or_reason = self._pick(pool, need)
-                if isinstance(pick_or_reason, str):
-                    reason = pick_or_reason
-                else:
-                    pick, isolated, split, left = pick_or_reason
-                    # A container that prefers isolated CPUs and cannot get them here
-                    # ranks after every pool where it can.
-                    missed = int(need.isolated and not isolated)
-                    tie: tuple[float, ...] = (missed, split, left)
-                    kind = "isolated, " if isolated else ""
-                    detail = f"{kind}splits {split} cores, leaves {left} free"
-            elif reason is None:
-                load = (self._shared_used[index] + need.milli_cpu) / (shared_now[index] * 1000)
-                tie = (round(load, SCORE_DIGITS),)
-                detail = f"load {load:.0%}"
-            if reason is not None:
-                rejected.append((pool, reason))
-                continue
-            score = scores[index] if scores is not None else 0.0
-            rank = (-score, -pool.depth, tie, index)
-            ranked.append(Candidate(pool, score, rank, detail, pick))
+            if exclusive:
+                found = self._exclusive_candidate(pool, need, scores)
+            else:
+                found = self._shared_candidate(pool, need, scores, shared_now)
+            if isinstance(found, str):
+                rejected.append((pool, found))
+            else:
+                ranked.append(found)
         ranked.sort(key=lambda c: c.rank)
         return ranked, rejected
+
+    def _shared_candidate(
+        self, pool: Pool, need: Need, scores: list[float] | None, shared_now: list[int]
+    ) -> Candidate | str:
+        index = pool.index
+        reason = self._memory_short(index, need) or self._shared_short(pool, need, shared_now)
+        if reason is not None:
+            return reason
+        load = (self._shared_used[index] + need.milli_cpu) / (shared_now[index] * 1000)
+        score = scores[index] if scores is not None else 0.0
+        rank = (-score, -pool.depth, (round(load, SCORE_DIGITS),), index)
+        return Candidate(pool, score, rank, f"load {load:.0%}", 0, index)
+
+    def _exclusive_candidate(
+        self, pool: Pool, need: Need, scores: list[float] | None
+    ) -> Candidate | str:
+        reason = self._exclusive_short(pool, need)
+        if reason is not None:
+            return reason
+        found = self._pick(pool, need)
+        if isinstance(found, str):
+            return found
+        pick, isolated, split, left = found
+        # The container lives where its CPUs are: a socket pool's pick may sit in
+        # one node, and is scored (and its memory accounted) as that node.
+        home = self._home(pool.index, pick)
+        reason = self._memory_short(home, need)
+        if reason is not None:
+            return reason
+        score = scores[home] if scores is not None else 0.0
+        # Preferring isolated CPUs and not getting them here ranks after every
+        # pool where it would get them.
+        missed = int(need.isolated and not isolated)
+        rank = (-score, -pool.depth, (missed, split, left), pool.index)
+        kind = "isolated, " if isolated else ""
+        where = "" if home == pool.index else f"in {self._pools[home].name}, "
+        detail = f"{where}{kind}splits {split} cores, leaves {left} free"
+        return Candidate(pool, score, rank, detail, pick, home)
+
+    def _home(self, pool: int, cpus: int) -> int:
+        """The deepest pool under `pool` holding all of `cpus`."""
+        while True:
+            for child in self.tree.children[pool]:
+                if not cpus & ~self._masks[child]:
+                    pool = child
+                    break
+            else:
+                return pool
 
     def _shared_counts(self) -> list[int]:
         usable = self._online & ~(self._taken | self._reserved | self._isolated)
         return [(mask & usable).bit_count() for mask in self._masks]
 
-    def _memory_short(self, pool: Pool, need: Need) -> str | None:
+    def _memory_short(self, pool: int, need: Need) -> str | None:
         if not need.memory_bytes or not self._memory_known:
             return None
-        for q in self._lineage[pool.index]:
+        for q in self._lineage[pool]:
             capacity = self._pools[q].memory_bytes
             free = capacity - self._mem_used[q]
             if need.memory_bytes > free:
-                where = "" if q == pool.index else f" in {self._pools[q].name}"
+                where = "" if q == pool else f" in {self._pools[q].name}"
                 return f"{max(free, 0)} bytes of memory free{where}"
         return None
 

@@ -70,7 +70,15 @@ def request(
         labels=dict(labels or {}),
         annotations=dict(annotations or {}),
     )
-    container = ContainerInfo(name=name or key, pod=info, labels=dict(labels or {}))
+    kubelet_labels = {
+        "io.kubernetes.container.name": name or key,
+        "io.kubernetes.pod.name": pod_name,
+        "io.kubernetes.pod.namespace": namespace,
+        "io.kubernetes.pod.uid": info.uid,
+    }
+    container = ContainerInfo(
+        name=name or key, pod=info, labels={**kubelet_labels, **(labels or {})}
+    )
     if qos is QoSClass.BESTEFFORT:
         res = Resources(cpu_shares=2, memory_limit_bytes=memory)
     else:
