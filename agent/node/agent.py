@@ -1,0 +1,634 @@
+"""The node agent: kubelet's CRI calls that matter, turned into policy decisions,
+cpusets written into requests, and cpuset updates sent to other containers.
+
+One lock serializes decisions (policy and the agent's books); no runtime call,
+forwarded or the agent's own, is ever made while holding it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import grpc
+
+from agent.affinity import AnnotationError, effective_affinity, parse_pod_affinities
+from agent.criclient import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
+from agent.node.describe import (
+    StateFormatError,
+    container_from_json,
+    container_info,
+    container_pod,
+    container_to_json,
+    linux_from_json,
+    linux_to_json,
+    pod_from_config,
+    pod_from_json,
+    pod_from_sandbox,
+    pod_to_json,
+    resources_of,
+)
+from agent.node.runtime_access import RuntimeAccess
+from agent.node.updates import Updater
+from agent.policy.config import PolicyConfig
+from agent.policy.policy import (
+    CpusetUpdate,
+    Decision,
+    InvalidRequest,
+    PlacementError,
+    Policy,
+    ResourceExhausted,
+)
+from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.relay.backend import BackendError
+from agent.relay.hooks import Forward, Hook, HookAbort
+from agent.state.store import StateError, StateStore
+from agent.workload import ContainerInfo, PodInfo, QoSClass
+from proto import cri_pb2
+from topology.cpuset import CPUSet, CPUSetError
+from topology.tree import Machine
+
+log = logging.getLogger(__name__)
+
+_SERVICE = "/runtime.v1.RuntimeService/"
+RUN_POD_SANDBOX = _SERVICE + "RunPodSandbox"
+STOP_POD_SANDBOX = _SERVICE + "StopPodSandbox"
+REMOVE_POD_SANDBOX = _SERVICE + "RemovePodSandbox"
+CREATE_CONTAINER = _SERVICE + "CreateContainer"
+STOP_CONTAINER = _SERVICE + "StopContainer"
+REMOVE_CONTAINER = _SERVICE + "RemoveContainer"
+UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
+LIST_CONTAINERS = _SERVICE + "ListContainers"
+CONTAINER_STATUS = _SERVICE + "ContainerStatus"
+
+STATE_VERSION = 1
+
+# Context-free so `simulate` can call it without gRPC; raises HookAbort, and a
+# BackendError from `forward` passes through unchanged.
+Handler = Callable[[bytes, Forward], bytes]
+OnDecision = Callable[[ContainerInfo, Decision], None]
+
+_LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One live container as the agent sees it."""
+
+    namespace: str
+    pod: str
+    name: str
+    container_id: str
+    pod_uid: str
+    cpuset_cpus: str
+    cpuset_mems: str
+    exclusive: bool
+    pool: str
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """A container the runtime created with the agent's placement."""
+
+    info: ContainerInfo  # with the runtime's id
+    linux: cri_pb2.LinuxContainerResources  # full, as last sent, cpusets the agent's
+    cpus: CPUSet  # where the agent wants it now
+    mems: CPUSet
+    pool: str
+    exclusive: bool
+
+
+def _affinity(info: ContainerInfo, rules: tuple[Any, ...]) -> AffinityFn | None:
+    if not rules:
+        return None
+    return lambda other: effective_affinity(info, rules, other)
+
+
+def _parse_cpuset(text: str, what: str) -> CPUSet:
+    try:
+        return CPUSet.parse(text)
+    except CPUSetError as err:
+        log.warning("%s: unreadable cpuset %r (%s); treating it as unset", what, text, err)
+        return CPUSet()
+
+
+def _who(info: ContainerInfo) -> str:
+    return f"container {info.name!r} of pod {info.namespace}/{info.pod.name}"
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        machine: Machine,
+        config: PolicyConfig,
+        runtime: RuntimeAccess,
+        *,
+        store: StateStore | None = None,
+        background_updates: bool = False,
+        on_decision: OnDecision | None = None,
+    ) -> None:
+        self.machine = machine
+        self.config = config
+        self._runtime = runtime
+        self._store = store
+        self._background = background_updates
+        self._on_decision = on_decision
+        self._lock = threading.Lock()  # the decision lock
+        self._policy = Policy(machine, config)
+        self._pods: dict[str, PodInfo] = {}  # by sandbox id
+        self._containers: dict[str, _Tracked] = {}  # by container id
+        self._updater = Updater(runtime.update_container_resources)
+        self._save_lock = threading.Lock()
+        self._version = 0  # of the books, bumped under the decision lock
+        self._saved = 0
+        if background_updates:
+            self._updater.start_worker()
+
+    # -- public API ------------------------------------------------------------
+
+    def handlers(self) -> dict[str, Handler]:
+        """Full CRI method name -> handler. Other methods are relayed untouched."""
+        return {
+            RUN_POD_SANDBOX: self._run_pod_sandbox,
+            STOP_POD_SANDBOX: self._stop_pod_sandbox,
+            REMOVE_POD_SANDBOX: self._remove_pod_sandbox,
+            CREATE_CONTAINER: self._create_container,
+            STOP_CONTAINER: self._stop_container,
+            REMOVE_CONTAINER: self._stop_container,
+            UPDATE_CONTAINER_RESOURCES: self._update_container_resources,
+            LIST_CONTAINERS: self._list_containers,
+            CONTAINER_STATUS: self._container_status,
+        }
+
+    def relay_hooks(self) -> dict[str, Hook]:
+        def adapt(handler: Handler) -> Hook:
+            return lambda request, forward, _context: handler(request, forward)
+
+        return {method: adapt(handler) for method, handler in self.handlers().items()}
+
+    def placements(self) -> list[Placement]:
+        with self._lock:
+            items = [
+                Placement(
+                    namespace=t.info.namespace,
+                    pod=t.info.pod.name,
+                    name=t.info.name,
+                    container_id=cid,
+                    pod_uid=t.info.pod.uid,
+                    cpuset_cpus=str(t.cpus),
+                    cpuset_mems=str(t.mems),
+                    exclusive=t.exclusive,
+                    pool=t.pool,
+                )
+                for cid, t in self._containers.items()
+            ]
+        return sorted(items, key=lambda p: (p.namespace, p.pod, p.name, p.container_id))
+
+    def pending_updates(self) -> int:
+        return self._updater.pending()
+
+    def wait_for_updates(self, timeout: float) -> bool:
+        """Until nothing is owed (True) or `timeout` seconds pass (False); background mode."""
+        return self._updater.wait_idle(timeout)
+
+    def explain(self, container_id: str) -> str | None:
+        """The policy's explanation of where the container is, or None if unknown."""
+        with self._lock:
+            current = self._policy.current(container_id)
+        return None if current is None else current.explanation
+
+    def close(self) -> None:
+        self._updater.stop()
+        with self._lock:
+            snapshot = self._snapshot()
+        self._save(snapshot)
+
+    # -- start: state file + what the runtime runs ----------------------------
+
+    def start(self) -> None:
+        """Load the state file, reconcile with what the runtime runs, send what is owed.
+
+        Containers known to the state keep the cpusets the agent recorded; others are
+        adopted with what the runtime reports (QoS approximated from their resources,
+        as no cgroup parent is listed); containers gone from the runtime are forgotten.
+        """
+        saved_pods, saved_containers = self._load()
+        sandboxes = self._runtime.list_pod_sandboxes()
+        statuses: dict[str, tuple[cri_pb2.Container, cri_pb2.ContainerStatus]] = {}
+        for ctr in self._runtime.list_containers():
+            if ctr.state not in _LIVE:
+                continue
+            try:
+                statuses[ctr.id] = (ctr, self._runtime.container_status(ctr.id))
+            except BackendError as err:
+                if err.code != grpc.StatusCode.NOT_FOUND:
+                    raise
+        with self._lock:
+            self._pods = {sb.id: saved_pods.get(sb.id) or pod_from_sandbox(sb) for sb in sandboxes}
+            self._policy = Policy(self.machine, self.config)
+            self._containers.clear()
+            entries = [
+                self._adoptee(ctr, status, saved_containers.get(ctr.id))
+                for ctr, status in statuses.values()
+            ]
+            # Known before unknown (the state's cpusets are the agent's own), and
+            # Guaranteed first within each, so exclusive CPUs go back to their owners.
+            entries.sort(key=lambda e: (not e[0], e[1].info.qosclass is not QoSClass.GUARANTEED))
+            for known, tracked, reported in entries:
+                self._adopt(known, tracked, reported)
+            for cid in self._containers:
+                self._want(cid)
+            log.info(
+                "started with %d pods and %d containers (%d from the state file); %d updates owed",
+                len(self._pods),
+                len(self._containers),
+                sum(1 for e in entries if e[0]),
+                self._updater.pending(),
+            )
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        self._flush()
+
+    def _load(self) -> tuple[dict[str, PodInfo], dict[str, _Tracked]]:
+        if self._store is None:
+            return {}, {}
+        loaded = self._store.load()
+        if loaded.payload is None:
+            return {}, {}
+        try:
+            return self._parse_state(loaded.payload)
+        except StateFormatError as err:
+            log.warning(
+                "state file %s is unusable (%s); rebuilding from the runtime", self._store.path, err
+            )
+            return {}, {}
+
+    @staticmethod
+    def _parse_state(payload: Mapping[str, Any]) -> tuple[dict[str, PodInfo], dict[str, _Tracked]]:
+        if payload.get("version") != STATE_VERSION:
+            raise StateFormatError(f"version {payload.get('version')!r}, expected {STATE_VERSION}")
+        pods_data = payload.get("pods")
+        ctrs_data = payload.get("containers")
+        if not isinstance(pods_data, dict) or not isinstance(ctrs_data, dict):
+            raise StateFormatError("'pods' and 'containers' must be objects")
+        pods = {sid: pod_from_json(data, f"pods.{sid}") for sid, data in pods_data.items()}
+        containers: dict[str, _Tracked] = {}
+        for cid, data in ctrs_data.items():
+            where = f"containers.{cid}"
+            if not isinstance(data, dict):
+                raise StateFormatError(f"{where}: expected an object")
+            containers[cid] = _Tracked(
+                info=container_from_json(data.get("info"), f"{where}.info"),
+                linux=linux_from_json(data.get("resources"), f"{where}.resources"),
+                cpus=_parse_cpuset(str(data.get("cpus", "")), f"{where}.cpus"),
+                mems=_parse_cpuset(str(data.get("mems", "")), f"{where}.mems"),
+                pool=str(data.get("pool", "")),
+                exclusive=bool(data.get("exclusive", False)),
+            )
+        return pods, containers
+
+    def _adoptee(
+        self,
+        ctr: cri_pb2.Container,
+        status: cri_pb2.ContainerStatus,
+        saved: _Tracked | None,
+    ) -> tuple[bool, _Tracked, cri_pb2.LinuxContainerResources]:
+        reported = status.resources.linux
+        if saved is not None:
+            return True, saved, reported
+        res = resources_of(reported)
+        pod = self._pods.get(ctr.pod_sandbox_id) or PodInfo(
+            uid=ctr.labels.get(POD_UID_LABEL, ""),
+            name=ctr.labels.get(POD_NAME_LABEL, ""),
+            namespace=ctr.labels.get(POD_NAMESPACE_LABEL, ""),
+            qosclass=QoSClass.BESTEFFORT,
+            id=ctr.pod_sandbox_id,
+        )
+        info = replace(
+            container_info(ctr.metadata.name, container_pod(pod, res), ctr.labels, ctr.annotations),
+            id=ctr.id,
+        )
+        linux = cri_pb2.LinuxContainerResources()
+        linux.CopyFrom(reported)
+        what = f"container {ctr.id}"
+        tracked = _Tracked(
+            info,
+            linux,
+            _parse_cpuset(reported.cpuset_cpus, what),
+            _parse_cpuset(reported.cpuset_mems, what),
+            "",
+            False,
+        )
+        return False, tracked, reported
+
+    def _adopt(
+        self, known: bool, tracked: _Tracked, reported: cri_pb2.LinuxContainerResources
+    ) -> None:
+        cid = tracked.info.id
+        request = ContainerRequest(cid, tracked.info, resources_of(tracked.linux))
+        try:
+            decision = self._policy.adopt(request, tracked.cpus, tracked.mems)
+        except PlacementError as err:
+            log.error("cannot adopt %s (%s): %s", cid, _who(tracked.info), err)
+            return
+        tracked.cpus, tracked.mems = decision.cpus, decision.mems
+        tracked.pool, tracked.exclusive = decision.pool, decision.exclusive
+        self._containers[cid] = tracked
+        self._updater.set_applied(cid, reported.cpuset_cpus, reported.cpuset_mems)
+        self._apply(decision.updates)
+        log.info(
+            "adopted %s %s (%s): cpus %s mems %s",
+            "known" if known else "unknown",
+            cid,
+            _who(tracked.info),
+            decision.cpus,
+            decision.mems,
+        )
+
+    # -- pods -----------------------------------------------------------------
+
+    def _run_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        reply = forward(request)
+        config = cri_pb2.RunPodSandboxRequest.FromString(request).config
+        sandbox_id = cri_pb2.RunPodSandboxResponse.FromString(reply).pod_sandbox_id
+        pod = pod_from_config(sandbox_id, config)
+        with self._lock:
+            self._pods[sandbox_id] = pod
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        return reply
+
+    def _stop_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        reply = forward(request)
+        sandbox_id = cri_pb2.StopPodSandboxRequest.FromString(request).pod_sandbox_id
+        self._release_sandbox(sandbox_id, forget_pod=False)
+        return reply
+
+    def _remove_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        reply = forward(request)
+        sandbox_id = cri_pb2.RemovePodSandboxRequest.FromString(request).pod_sandbox_id
+        self._release_sandbox(sandbox_id, forget_pod=True)
+        return reply
+
+    def _release_sandbox(self, sandbox_id: str, *, forget_pod: bool) -> None:
+        # By sandbox id, not pod UID: a pod's old sandbox may be removed while the
+        # containers of its new sandbox (same UID) run.
+        with self._lock:
+            keys = [cid for cid, t in self._containers.items() if t.info.pod.id == sandbox_id]
+            keys += [k for k in self._policy.assignments() if k.startswith(f"{sandbox_id}/")]
+            self._release_locked(keys)
+            if forget_pod:
+                self._pods.pop(sandbox_id, None)
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        self._flush()
+
+    # -- containers -----------------------------------------------------------
+
+    def _rules(self, info: ContainerInfo, annotations: Mapping[str, str]) -> tuple[Any, ...]:
+        try:
+            return parse_pod_affinities(annotations).rules_for(info.name)
+        except AnnotationError as err:
+            raise HookAbort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"cannot place {_who(info)}: {err}"
+            ) from err
+
+    def _decide(self, info: ContainerInfo, place: Callable[[], Decision]) -> Decision:
+        """Run a policy call (decision lock held), mapping refusals to gRPC codes."""
+        try:
+            return place()
+        except ResourceExhausted as err:
+            raise HookAbort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"cannot place {_who(info)}: {err}"
+            ) from err
+        except InvalidRequest as err:
+            raise HookAbort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"cannot place {_who(info)}: {err}"
+            ) from err
+        except PlacementError as err:
+            raise HookAbort(grpc.StatusCode.INTERNAL, f"cannot place {_who(info)}: {err}") from err
+
+    def _write_cpusets(
+        self, linux: cri_pb2.LinuxContainerResources, cpus: CPUSet, mems: CPUSet
+    ) -> None:
+        # Empty means the policy does not pin (pin_cpus / pin_memory off): kubelet's value stays.
+        if cpus:
+            linux.cpuset_cpus = str(cpus)
+        if mems:
+            linux.cpuset_mems = str(mems)
+
+    def _create_container(self, request: bytes, forward: Forward) -> bytes:
+        req = cri_pb2.CreateContainerRequest.FromString(request)
+        config = req.config
+        name = config.metadata.name
+        sandbox_id = req.pod_sandbox_id
+        res = resources_of(config.linux.resources)
+        with self._lock:
+            known = self._pods.get(sandbox_id)
+        pod = known or pod_from_config(sandbox_id, req.sandbox_config)
+        annotations = (
+            req.sandbox_config.annotations if req.HasField("sandbox_config") else pod.annotations
+        )
+        info = container_info(name, container_pod(pod, res), config.labels, config.annotations)
+        rules = self._rules(info, annotations)
+        key = f"{sandbox_id}/{name}/{config.metadata.attempt}"
+        creq = ContainerRequest(key, info, res, _affinity(info, rules))
+        with self._lock:
+            decision = self._decide(info, lambda: self._policy.place(creq))
+            self._apply(decision.updates)
+        linux = req.config.linux.resources  # created on first write if kubelet sent none
+        self._write_cpusets(linux, decision.cpus, decision.mems)
+        try:
+            reply = forward(req.SerializeToString())
+        except BackendError:
+            with self._lock:
+                self._release_locked([key])
+                snapshot = self._snapshot()
+            self._save(snapshot)
+            self._flush()
+            raise
+        cid = cri_pb2.CreateContainerResponse.FromString(reply).container_id
+        with self._lock:
+            if self._policy.current(key) is None:
+                # Its sandbox was stopped while the create was in flight.
+                log.info("%s (%s) created after its pod was stopped", cid, _who(info))
+                return reply
+            self._policy.rekey(key, cid)
+            now = self._policy.current(cid)
+            assert now is not None
+            copy = cri_pb2.LinuxContainerResources()
+            copy.CopyFrom(linux)
+            placed = replace(info, id=cid)
+            self._containers[cid] = _Tracked(
+                placed, copy, now.cpus, now.mems, now.pool, now.exclusive
+            )
+            self._updater.set_applied(cid, linux.cpuset_cpus, linux.cpuset_mems)
+            # Moved while in flight (an update addressed to its temporary key): owed now.
+            self._want(cid)
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        self._flush()
+        if self._on_decision is not None:
+            self._on_decision(placed, replace(decision, key=cid))
+        return reply
+
+    def _stop_container(self, request: bytes, forward: Forward) -> bytes:
+        # StopContainerRequest and RemoveContainerRequest both carry container_id=1.
+        reply = forward(request)
+        container_id = cri_pb2.RemoveContainerRequest.FromString(request).container_id
+        self._release([container_id])
+        return reply
+
+    def _release(self, container_ids: Iterable[str]) -> None:
+        with self._lock:
+            self._release_locked(container_ids)
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        self._flush()
+
+    def _release_locked(self, keys: Iterable[str]) -> None:
+        updates: list[CpusetUpdate] = []
+        for key in keys:
+            updates.extend(self._policy.release(key))
+            if self._containers.pop(key, None) is not None:
+                self._updater.forget(key)
+        self._apply(updates)
+
+    def _update_container_resources(self, request: bytes, forward: Forward) -> bytes:
+        req = cri_pb2.UpdateContainerResourcesRequest.FromString(request)
+        cid = req.container_id
+        with self._lock:
+            tracked = self._containers.get(cid)
+            if tracked is None or not req.HasField("linux"):
+                tracked = None
+            else:
+                new = cri_pb2.LinuxContainerResources()
+                new.CopyFrom(req.linux)
+                old_res, new_res = resources_of(tracked.linux), resources_of(new)
+                decision = None
+                if _cpu_changed(old_res, new_res):
+                    info = tracked.info
+                    rules = _rules_or_none(info)
+                    creq = ContainerRequest(cid, info, new_res, _affinity(info, rules))
+                    decision = self._decide(info, lambda: self._policy.resize(creq))
+                    tracked.cpus, tracked.mems = decision.cpus, decision.mems
+                    tracked.pool, tracked.exclusive = decision.pool, decision.exclusive
+                    self._apply(decision.updates)
+                self._write_cpusets(new, tracked.cpus, tracked.mems)
+        if tracked is None:
+            return forward(request)
+        req.linux.CopyFrom(new)
+        try:
+            reply = forward(req.SerializeToString())
+        except BackendError:
+            self._flush()
+            raise
+        with self._lock:
+            if self._containers.get(cid) is tracked:
+                tracked.linux = new
+                self._updater.set_applied(cid, new.cpuset_cpus, new.cpuset_mems)
+                self._want(cid)
+            snapshot = self._snapshot()
+        self._save(snapshot)
+        self._flush()
+        if decision is not None and self._on_decision is not None:
+            self._on_decision(tracked.info, replace(decision, key=cid))
+        return reply
+
+    def _list_containers(self, request: bytes, forward: Forward) -> bytes:
+        reply = forward(request)
+        containers = cri_pb2.ListContainersResponse.FromString(reply).containers
+        self._release_exited([c.id for c in containers if c.state == cri_pb2.CONTAINER_EXITED])
+        return reply
+
+    def _container_status(self, request: bytes, forward: Forward) -> bytes:
+        reply = forward(request)
+        status = cri_pb2.ContainerStatusResponse.FromString(reply).status
+        if status.state == cri_pb2.CONTAINER_EXITED:
+            self._release_exited([status.id])
+        return reply
+
+    def _release_exited(self, container_ids: list[str]) -> None:
+        # Relists come every second: decide without the lock that nothing is to do
+        # (a stale read only delays the release to the next relist).
+        exited = [cid for cid in container_ids if cid in self._containers]
+        if exited:
+            log.info("containers exited, giving back their CPUs: %s", ", ".join(exited))
+            self._release(exited)
+
+    # -- books (decision lock held) -------------------------------------------
+
+    def _apply(self, updates: Iterable[CpusetUpdate]) -> None:
+        """Other containers' new cpusets; temporary keys (creates in flight) are
+        caught up after their rekey."""
+        for update in updates:
+            tracked = self._containers.get(update.key)
+            if tracked is None:
+                continue
+            tracked.cpus, tracked.mems = update.cpus, update.mems
+            self._want(update.key)
+
+    def _want(self, cid: str) -> None:
+        tracked = self._containers[cid]
+        full = cri_pb2.LinuxContainerResources()
+        full.CopyFrom(tracked.linux)
+        self._write_cpusets(full, tracked.cpus, tracked.mems)
+        self._updater.want(cid, full)
+
+    def _snapshot(self) -> tuple[int, dict[str, Any]]:
+        self._version += 1
+        payload = {
+            "version": STATE_VERSION,
+            "pods": {sid: pod_to_json(pod) for sid, pod in self._pods.items()},
+            "containers": {
+                cid: {
+                    "info": container_to_json(t.info),
+                    "resources": linux_to_json(t.linux),
+                    "cpus": str(t.cpus),
+                    "mems": str(t.mems),
+                    "pool": t.pool,
+                    "exclusive": t.exclusive,
+                }
+                for cid, t in self._containers.items()
+            },
+        }
+        return self._version, payload
+
+    # -- edges (no decision lock) -----------------------------------------------
+
+    def _save(self, snapshot: tuple[int, dict[str, Any]]) -> None:
+        if self._store is None:
+            return
+        version, payload = snapshot
+        with self._save_lock:
+            if version <= self._saved:
+                return  # a newer state was written already
+            try:
+                self._store.save(payload)
+            except StateError as err:
+                # The runtime already acted; failing kubelet's call would not undo it.
+                log.error("%s; placements continue, a restart will rebuild from the runtime", err)
+                return
+            self._saved = version
+
+    def _flush(self) -> None:
+        if not self._background:
+            self._updater.flush()
+
+
+def _cpu_changed(old: Resources, new: Resources) -> bool:
+    return (old.cpu_shares, old.cpu_quota, old.cpu_period) != (
+        new.cpu_shares,
+        new.cpu_quota,
+        new.cpu_period,
+    )
+
+
+def _rules_or_none(info: ContainerInfo) -> tuple[Any, ...]:
+    try:
+        return parse_pod_affinities(info.pod.annotations).rules_for(info.name)
+    except AnnotationError:
+        return ()

@@ -1,0 +1,81 @@
+"""Calls the agent makes to the runtime on its own initiative (start-up listing,
+cpuset updates to other containers), over gRPC or in-process. Failures raise
+the relay's `BackendError` in both cases."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent.relay.backend import Backend
+from agent.relay.endpoint import Endpoint
+from agent.runtime.inprocess import dispatch
+from agent.runtime.memory import MemoryRuntime
+from proto import cri_pb2
+
+_SERVICE = "/runtime.v1.RuntimeService/"
+LIST_POD_SANDBOX = _SERVICE + "ListPodSandbox"
+LIST_CONTAINERS = _SERVICE + "ListContainers"
+CONTAINER_STATUS = _SERVICE + "ContainerStatus"
+UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
+
+
+class RuntimeAccess(Protocol):
+    def list_pod_sandboxes(self) -> list[cri_pb2.PodSandbox]: ...
+
+    def list_containers(self) -> list[cri_pb2.Container]: ...
+
+    def container_status(self, container_id: str) -> cri_pb2.ContainerStatus: ...
+
+    def update_container_resources(
+        self, container_id: str, linux: cri_pb2.LinuxContainerResources
+    ) -> None: ...
+
+
+class _RawAccess:
+    """The four calls over any raw-bytes `call(method, request) -> reply`."""
+
+    def _call(self, method: str, request: bytes) -> bytes:
+        raise NotImplementedError
+
+    def list_pod_sandboxes(self) -> list[cri_pb2.PodSandbox]:
+        raw = self._call(LIST_POD_SANDBOX, cri_pb2.ListPodSandboxRequest().SerializeToString())
+        return list(cri_pb2.ListPodSandboxResponse.FromString(raw).items)
+
+    def list_containers(self) -> list[cri_pb2.Container]:
+        raw = self._call(LIST_CONTAINERS, cri_pb2.ListContainersRequest().SerializeToString())
+        return list(cri_pb2.ListContainersResponse.FromString(raw).containers)
+
+    def container_status(self, container_id: str) -> cri_pb2.ContainerStatus:
+        request = cri_pb2.ContainerStatusRequest(container_id=container_id)
+        raw = self._call(CONTAINER_STATUS, request.SerializeToString())
+        return cri_pb2.ContainerStatusResponse.FromString(raw).status
+
+    def update_container_resources(
+        self, container_id: str, linux: cri_pb2.LinuxContainerResources
+    ) -> None:
+        request = cri_pb2.UpdateContainerResourcesRequest(container_id=container_id, linux=linux)
+        self._call(UPDATE_CONTAINER_RESOURCES, request.SerializeToString())
+
+
+class GrpcRuntimeAccess(_RawAccess):
+    """The runtime at `endpoint` (unix:///path or a path), each call bounded by `timeout`."""
+
+    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+        self._backend = Backend(Endpoint.parse(endpoint))
+        self.timeout = timeout
+
+    def _call(self, method: str, request: bytes) -> bytes:
+        return self._backend.unary(method, request, timeout=self.timeout).body
+
+    def close(self) -> None:
+        self._backend.close()
+
+
+class InProcessRuntimeAccess(_RawAccess):
+    """A MemoryRuntime called directly (simulate, tests)."""
+
+    def __init__(self, runtime: MemoryRuntime) -> None:
+        self.runtime = runtime
+
+    def _call(self, method: str, request: bytes) -> bytes:
+        return dispatch(self.runtime, method, request)

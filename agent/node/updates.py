@@ -1,0 +1,179 @@
+"""Cpuset updates the agent owes running containers, and sending them.
+
+The agent says what each container's resources should be (`want`); the runtime's
+last accepted cpuset is remembered (`applied`), so only real changes are owed and
+a newer wish replaces an older one (per-container coalescing). `flush` sends
+synchronously; `start_worker` sends from a thread, retrying failures with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from agent.relay.backend import BackendError
+from proto import cri_pb2
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, cri_pb2.LinuxContainerResources], None]
+
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 5.0
+# The container is gone or no longer running: its cpuset does not matter any more.
+GIVE_UP_CODES = frozenset({grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION})
+
+
+@dataclass(slots=True)
+class _Owed:
+    resources: cri_pb2.LinuxContainerResources
+    failures: int = 0
+    due: float = 0.0
+
+
+def _cpuset(res: cri_pb2.LinuxContainerResources) -> tuple[str, str]:
+    return res.cpuset_cpus, res.cpuset_mems
+
+
+class Updater:
+    """What is owed to whom. Its lock guards only dicts; no runtime call is made under it."""
+
+    def __init__(self, send: Send, clock: Callable[[], float] = time.monotonic) -> None:
+        self._send = send
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._owed: dict[str, _Owed] = {}
+        self._applied: dict[str, tuple[str, str]] = {}
+        self._sending: set[str] = set()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    # -- bookkeeping (called under the agent's decision lock; cheap) ----------
+
+    def set_applied(self, container_id: str, cpus: str, mems: str) -> None:
+        """The runtime has these cpusets for the container (it was created or listed so)."""
+        with self._lock:
+            self._applied[container_id] = (cpus, mems)
+
+    def want(self, container_id: str, resources: cri_pb2.LinuxContainerResources) -> None:
+        """The container's full resources should be `resources` (a private copy is kept)."""
+        with self._lock:
+            # While a send is in flight the runtime's cpuset is not known: keep the wish.
+            in_flight = container_id in self._sending
+            if not in_flight and self._applied.get(container_id) == _cpuset(resources):
+                self._owed.pop(container_id, None)
+                return
+            copy = cri_pb2.LinuxContainerResources()
+            copy.CopyFrom(resources)
+            self._owed[container_id] = _Owed(copy)
+            self._changed.notify_all()
+
+    def forget(self, container_id: str) -> None:
+        with self._lock:
+            self._owed.pop(container_id, None)
+            self._applied.pop(container_id, None)
+            self._changed.notify_all()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._owed)
+
+    # -- sending ---------------------------------------------------------------
+
+    def _attempt(self, container_id: str, owed: _Owed) -> None:
+        """One send, outside the lock; the outcome is recorded under it."""
+        try:
+            self._send(container_id, owed.resources)
+        except BackendError as err:
+            with self._lock:
+                self._sending.discard(container_id)
+                if self._owed.get(container_id) is not owed:
+                    self._changed.notify_all()
+                    return  # superseded or forgotten while in flight
+                if err.code in GIVE_UP_CODES:
+                    log.info("cpuset update of %s dropped: %s", container_id, err)
+                    del self._owed[container_id]
+                else:
+                    owed.failures += 1
+                    backoff = min(FIRST_BACKOFF_S * 2 ** (owed.failures - 1), MAX_BACKOFF_S)
+                    owed.due = self._clock() + backoff
+                    log.warning(
+                        "cpuset update of %s to cpus %r mems %r failed (attempt %d, "
+                        "retrying in %.2fs): %s",
+                        container_id,
+                        owed.resources.cpuset_cpus,
+                        owed.resources.cpuset_mems,
+                        owed.failures,
+                        backoff,
+                        err,
+                    )
+                self._changed.notify_all()
+            return
+        with self._lock:
+            self._sending.discard(container_id)
+            # Forgotten while in flight: the container is gone, remember nothing.
+            if container_id in self._owed or container_id in self._applied:
+                self._applied[container_id] = _cpuset(owed.resources)
+            if self._owed.get(container_id) is owed:
+                del self._owed[container_id]
+            self._changed.notify_all()
+
+    def flush(self) -> int:
+        """Send everything owed once, now (synchronous mode); returns how many are still owed."""
+        with self._lock:
+            batch = [(cid, owed) for cid, owed in self._owed.items() if cid not in self._sending]
+            self._sending.update(cid for cid, _ in batch)
+        for cid, owed in batch:
+            self._attempt(cid, owed)
+        return self.pending()
+
+    def start_worker(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="cpuset-updates", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while True:
+                    if self._stop:
+                        return
+                    now = self._clock()
+                    due = [
+                        (cid, owed)
+                        for cid, owed in self._owed.items()
+                        if owed.due <= now and cid not in self._sending
+                    ]
+                    if due:
+                        break
+                    waits = [o.due - now for c, o in self._owed.items() if c not in self._sending]
+                    self._changed.wait(min(waits) if waits else None)
+                self._sending.update(cid for cid, _ in due)
+            for cid, owed in due:
+                self._attempt(cid, owed)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until nothing is owed (True) or `timeout` seconds pass (False)."""
+        deadline = self._clock() + timeout
+        with self._lock:
+            while self._owed:
+                left = deadline - self._clock()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

@@ -1,0 +1,73 @@
+"""The in-memory runtime behind a raw-bytes `forward`, exactly as the relay sees a runtime.
+
+`simulate` and the node-agent tests run the agent's CRI handlers against a
+`MemoryRuntime` without gRPC; failures surface as the relay's `BackendError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from agent.relay.backend import BackendError
+from agent.relay.endpoint import Endpoint
+from agent.relay.hooks import Forward
+from agent.runtime.memory import (
+    IMAGE_METHODS,
+    RUNTIME_METHODS,
+    CallRecord,
+    MemoryRuntime,
+    RuntimeFault,
+)
+from proto import cri_pb2
+
+RUNTIME_PREFIX = "/runtime.v1.RuntimeService/"
+IMAGE_PREFIX = "/runtime.v1.ImageService/"
+# What BackendError names as the runtime's endpoint when there is no socket.
+IN_PROCESS_ENDPOINT = Endpoint(Path("in-process-memory-runtime"))
+
+
+def _resolve(method: str) -> tuple[str, str]:
+    """(short rpc name, MemoryRuntime attribute) for a full CRI method name."""
+    for prefix, table in ((RUNTIME_PREFIX, RUNTIME_METHODS), (IMAGE_PREFIX, IMAGE_METHODS)):
+        if method.startswith(prefix):
+            rpc = method[len(prefix) :]
+            attr = table.get(rpc)
+            if attr is not None:
+                return rpc, attr
+    raise BackendError(
+        method,
+        IN_PROCESS_ENDPOINT,
+        grpc.StatusCode.UNIMPLEMENTED,
+        f"method {method} is not implemented by the in-memory runtime",
+    )
+
+
+def dispatch(runtime: MemoryRuntime, method: str, request: bytes) -> bytes:
+    """Parse `request` for the full CRI `method`, call the runtime, serialize the reply.
+
+    Calls are recorded in `runtime.calls` as the gRPC server records them, so
+    tests assert on what reached the runtime the same way in both modes.
+    """
+    rpc, attr = _resolve(method)
+    message: Any = getattr(cri_pb2, f"{rpc}Request").FromString(request)
+    runtime.record(CallRecord(rpc, message, (), None))
+    try:
+        reply: Any = getattr(runtime, attr)(message)
+    except RuntimeFault as fault:
+        raise BackendError(
+            method, IN_PROCESS_ENDPOINT, fault.code, fault.details, fault.trailing_metadata
+        ) from None
+    data: bytes = reply.SerializeToString()
+    return data
+
+
+def in_process_forward(runtime: MemoryRuntime, method: str) -> Forward:
+    """The `forward` a hook on `method` gets when the runtime is `runtime` itself."""
+
+    def forward(request: bytes) -> bytes:
+        return dispatch(runtime, method, request)
+
+    return forward

@@ -1,0 +1,230 @@
+"""The agent's CRI handlers end to end, in-process and over real unix sockets:
+exclusive CPUs, updates to other containers, affinity, refusals, runtime failures."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
+from agent.criclient import CRIError, kubelet_container_resources
+from agent.workload import QoSClass
+from proto import cri_pb2
+from tests.node.conftest import MODES, NodeFactory
+from topology.cpuset import CPUSet
+from topology.tree import Machine
+
+GI = 1 << 30
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_exclusive_cpus_move_others_off_and_back(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    all_cpus = str(node.machine.cpus)
+    be_pod = node.pod("batch", QoSClass.BURSTABLE)
+    be = node.container(be_pod, "batch", 500, 0, memory=256 << 20)
+    node.settle()
+    assert node.cpus(be) == all_cpus
+
+    _, g = node.guaranteed("db", 2)
+    node.settle()
+    exclusive = CPUSet.parse(node.cpus(g))
+    assert len(exclusive) == 2
+    # The running container was moved off the exclusive CPUs, with its full resources.
+    assert CPUSet.parse(node.cpus(be)) == node.machine.cpus - exclusive
+    sent = [r for r in node.calls("UpdateContainerResources") if r.container_id == be]
+    assert sent, "no update reached the runtime for the running container"
+    assert sent[-1].linux.cpu_shares == 512
+    assert sent[-1].linux.memory_limit_in_bytes == 256 << 20
+    assert sent[-1].linux.cpuset_mems == "0"
+
+    by_name = {p.name: p for p in node.agent.placements()}
+    assert by_name["db"].exclusive and by_name["db"].cpuset_cpus == str(exclusive)
+    assert not by_name["batch"].exclusive
+
+    node.kubelet.stop_container(g)
+    node.kubelet.remove_container(g)
+    node.settle()
+    assert node.cpus(be) == all_cpus
+    assert [p.name for p in node.agent.placements()] == ["batch"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_affinity_pulls_to_partners_numa_node(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("xeon-2s-2numa", mode)
+    # Fill node 0 a bit so that "closest free" alone would not pick the partner's node.
+    db_pod = node.pod("db", QoSClass.BURSTABLE)
+    db = node.container(db_pod, "db", 500)
+    rule = (
+        "app:\n- scope: {key: namespace, operator: Equals, values: [default]}\n"
+        "  match: {key: name, operator: Equals, values: [db]}\n  weight: 10\n"
+    )
+    app_pod = node.pod("app", QoSClass.BURSTABLE, annotations={ANNOTATION_AFFINITY: rule})
+    app = node.container(app_pod, "app", 500)
+    node.settle()
+    db_nodes = {
+        n.id for n in node.machine.iter_numa_nodes() if n.cpus & CPUSet.parse(node.cpus(db))
+    }
+    assert len(db_nodes) == 1
+    assert node.mems(app) == node.mems(db) == str(CPUSet.of(db_nodes))
+    assert CPUSet.parse(node.cpus(app)) == CPUSet.parse(node.cpus(db))
+
+
+def _socket_of(node_cpus: CPUSet, machine: Machine) -> int:
+    sockets = [s.id for s in machine.sockets if node_cpus.is_subset(s.cpus)]
+    assert len(sockets) == 1, f"{node_cpus} spans sockets {sockets}"
+    return sockets[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_anti_affinity_pushes_replica_to_other_socket(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("xeon-2s-2numa", mode)
+    anti = (
+        "web:\n- scope: {key: pod/labels/app, operator: Equals, values: [web]}\n"
+        "  match: {key: name, operator: Equals, values: [web]}\n  weight: 10\n"
+    )
+    cids = []
+    for replica in ("web-0", "web-1"):
+        sandbox = node.pod(
+            replica,
+            QoSClass.BURSTABLE,
+            labels={"app": "web"},
+            annotations={ANNOTATION_ANTI_AFFINITY: anti},
+        )
+        cids.append(node.container(sandbox, "web", 1000))
+    node.settle()
+    first, second = (CPUSet.parse(node.cpus(c)) for c in cids)
+    assert _socket_of(first, node.machine) != _socket_of(second, node.machine)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_annotation_refused_before_the_runtime(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    bad = "app:\n- match: {key: name, operator: Sometimes, values: [db]}\n"
+    sandbox = node.pod("app", QoSClass.BURSTABLE, annotations={ANNOTATION_AFFINITY: bad})
+    with pytest.raises(CRIError) as err:
+        node.container(sandbox, "app", 500)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert ANNOTATION_AFFINITY in err.value.details
+    assert '"app"' in err.value.details and "Sometimes" in err.value.details
+    assert node.calls("CreateContainer") == []
+    assert node.agent.placements() == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_capacity_refusal_is_resource_exhausted(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    sandbox = node.pod("huge", QoSClass.GUARANTEED)
+    with pytest.raises(CRIError) as err:
+        node.container(sandbox, "huge", 8000, 8000)
+    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "requested 8 exclusive CPUs" in err.value.details
+    assert "'huge'" in err.value.details
+    assert node.calls("CreateContainer") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_runtime_create_failure_releases_the_cpus(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    be_pod = node.pod("batch")
+    be = node.container(be_pod, "batch")
+    node.runtime.fail_next("CreateContainer", grpc.StatusCode.UNKNOWN, "image not unpacked")
+    sandbox = node.pod("db", QoSClass.GUARANTEED)
+    with pytest.raises(CRIError) as err:
+        node.container(sandbox, "db", 6000, 6000)
+    # The runtime's own status, unchanged.
+    assert (err.value.code, err.value.details) == (grpc.StatusCode.UNKNOWN, "image not unpacked")
+    node.settle()
+    assert node.cpus(be) == str(node.machine.cpus)
+    assert [p.name for p in node.agent.placements()] == ["batch"]
+    # 6 of 8 CPUs fit only if the failed attempt gave them back.
+    retry = node.container(sandbox, "db", 6000, 6000)
+    node.settle()
+    assert len(CPUSet.parse(node.cpus(retry))) == 6
+    assert len(CPUSet.parse(node.cpus(be))) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kubelet_cpuset_is_overwritten_and_the_rest_forwarded(
+    make_node: NodeFactory, mode: str
+) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    _, g = node.guaranteed("db", 2)
+    mine = node.cpus(g)
+    # kubelet's static CPU manager re-sends its own idea of the cpuset, plus a new memory limit.
+    linux = kubelet_container_resources(2000, 2000, 2 * GI, cpuset_cpus="0-7")
+    node.kubelet.update_container_resources(g, linux)
+    sent = node.calls("UpdateContainerResources")[-1]
+    assert sent.container_id == g
+    assert sent.linux.cpuset_cpus == mine
+    assert sent.linux.memory_limit_in_bytes == 2 * GI
+    assert node.cpus(g) == mine
+    assert node.linux(g).memory_limit_in_bytes == 2 * GI
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unknown_container_update_forwarded_unchanged(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    sandbox = node.runtime.run_pod_sandbox(
+        cri_pb2.RunPodSandboxRequest(config=cri_pb2.PodSandboxConfig())
+    ).pod_sandbox_id
+    cid = node.runtime.create_container(
+        cri_pb2.CreateContainerRequest(
+            pod_sandbox_id=sandbox,
+            config=cri_pb2.ContainerConfig(metadata=cri_pb2.ContainerMetadata(name="x")),
+        )
+    ).container_id
+    node.kubelet.update_container_resources(cid, cri_pb2.LinuxContainerResources(cpuset_cpus="3"))
+    assert node.calls("UpdateContainerResources")[-1].linux.cpuset_cpus == "3"
+    assert node.cpus(cid) == "3"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cpu_resize_places_again_and_updates_others(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    be = node.container(node.pod("batch"), "batch")
+    _, g = node.guaranteed("db", 2)
+    node.kubelet.update_container_resources(g, kubelet_container_resources(4000, 4000, GI))
+    node.settle()
+    grown = CPUSet.parse(node.cpus(g))
+    assert len(grown) == 4
+    assert CPUSet.parse(node.cpus(be)) == node.machine.cpus - grown
+    assert node.linux(g).cpu_quota == 400_000
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("observe", ["list", "status"])
+def test_exited_init_container_gives_its_cpus_to_the_app(
+    make_node: NodeFactory, mode: str, observe: str
+) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    sandbox = node.pod("web", QoSClass.GUARANTEED)
+    init = node.container(sandbox, "init", 4000, 4000)
+    node.runtime.exit_container(init)
+    if observe == "list":
+        states = {c.id: c.state for c in node.kubelet.list_containers()}
+        assert states[init] == cri_pb2.CONTAINER_EXITED
+    else:
+        assert node.kubelet.container_status(init).status.state == cri_pb2.CONTAINER_EXITED
+    assert node.agent.placements() == []
+    # 4 + 4 of 8 CPUs would leave no shared CPU: only fits because init gave its 4 back.
+    app = node.container(sandbox, "app", 4000, 4000)
+    assert len(CPUSet.parse(node.cpus(app))) == 4
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("remove", [False, True])
+def test_pod_sandbox_stop_releases_its_containers(
+    make_node: NodeFactory, mode: str, remove: bool
+) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    be = node.container(node.pod("batch"), "batch")
+    sandbox, _ = node.guaranteed("db", 3)
+    node.settle()
+    assert len(CPUSet.parse(node.cpus(be))) == 5
+    node.kubelet.stop_pod_sandbox(sandbox)
+    if remove:
+        node.kubelet.remove_pod_sandbox(sandbox)
+    node.settle()
+    assert node.cpus(be) == str(node.machine.cpus)
+    assert [p.name for p in node.agent.placements()] == ["batch"]
