@@ -116,6 +116,10 @@ class Expression:
         """Whether this expression selects `subject`."""
         return self._test(subject)
 
+    def __reduce__(self) -> tuple[type[Expression], tuple[str, Operator, tuple[str, ...]]]:
+        # The compiled test is a closure: rebuild it rather than pickle it.
+        return (Expression, (self.key, self.operator, self.values))
+
     def __str__(self) -> str:
         return f"{self.key} {self.operator.value} [{', '.join(self.values)}]"
 

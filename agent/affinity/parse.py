@@ -73,13 +73,12 @@ def parse_pod_affinities(annotations: Mapping[str, str]) -> PodAffinities:
     anti_affinity = annotations.get(ANNOTATION_ANTI_AFFINITY)
     if affinity is None and anti_affinity is None:
         return NO_AFFINITIES
-    return _parse_cached(affinity, anti_affinity)
+    if isinstance(affinity, str | None) and isinstance(anti_affinity, str | None):
+        return _parse_cached(affinity, anti_affinity)
+    return _parse(affinity, anti_affinity)  # a caller's bug; not hashable for the cache
 
 
-# kubelet creates a pod's containers one by one with the same annotations; the
-# result is immutable, so sharing it is safe. Small, since keys may be 64 KiB each.
-@functools.lru_cache(maxsize=128)
-def _parse_cached(affinity: str | None, anti_affinity: str | None) -> PodAffinities:
+def _parse(affinity: str | None, anti_affinity: str | None) -> PodAffinities:
     first = _parse_annotation(ANNOTATION_AFFINITY, affinity)
     second = _parse_annotation(ANNOTATION_ANTI_AFFINITY, anti_affinity)
     _check_combined_count(first, second)
@@ -107,6 +106,11 @@ def _parse_cached(affinity: str | None, anti_affinity: str | None) -> PodAffinit
             ),
         ),
     )
+
+
+# kubelet creates a pod's containers one by one with the same annotations; the
+# result is immutable, so sharing it is safe. Small, since keys may be 64 KiB each.
+_parse_cached = functools.lru_cache(maxsize=128)(_parse)
 
 
 @dataclass(slots=True)

@@ -3,6 +3,9 @@ keys, and the errors an expression can raise on its own."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
 from agent.affinity import Expression, ExpressionError, Operator
@@ -273,3 +276,9 @@ def test_expressions_compare_by_what_they_say() -> None:
 def test_non_string_value_is_refused() -> None:
     with pytest.raises(ExpressionError, match=r"^values\[2\] 1 is not a string$"):
         Expression("name", Op.IN, ("a", 1))  # type: ignore[arg-type]
+
+
+def test_expressions_pickle_and_copy() -> None:
+    glob = Expression(":pod/name:name", Op.MATCHES_ANY, ("web-*:app", "x"))
+    for clone in (pickle.loads(pickle.dumps(glob)), copy.deepcopy(glob), copy.copy(glob)):
+        assert clone == glob and clone.evaluate(APP)

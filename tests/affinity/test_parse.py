@@ -756,6 +756,8 @@ def test_annotation_that_is_not_text() -> None:
     assert parsed.errors == ()  # absent
     parsed = parse_pod_affinities({AFF: b"a: [b]"})  # type: ignore[dict-item]
     assert [str(e) for e in parsed.errors] == [f"{AFF}: is a bytes, not text"]
+    parsed = parse_pod_affinities({AFF: ["a"], ANTI: "a: [b]"})  # type: ignore[dict-item]
+    assert [str(e) for e in parsed.errors] == [f"{AFF}: is a list, not text"]
 
 
 # --- limits ----------------------------------------------------------------------------
@@ -849,3 +851,8 @@ def test_reference_examples_parse() -> None:
     for block in blocks:
         parsed = parse_pod_affinities(block)
         assert parsed.errors == () and parsed.has_rules
+
+
+def test_rules_pickle() -> None:
+    rules = parse_pod_affinities({AFF: SHORTHAND[0], ANTI: SHORTHAND[1]}).rules_for("container4")
+    assert pickle.loads(pickle.dumps(rules)) == rules

@@ -151,19 +151,19 @@ STRUCTURES = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300), st.text(max_size=300))
 def test_random_text(affinity: str, anti: str) -> None:
     check({ANNOTATION_AFFINITY: affinity, ANNOTATION_ANTI_AFFINITY: anti})
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(YAMLISH, YAMLISH)
 def test_random_yamlish_text(affinity: str, anti: str) -> None:
     check({ANNOTATION_AFFINITY: affinity, ANNOTATION_ANTI_AFFINITY: anti})
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(NAMES) | SCALARS, STRUCTURES, max_size=4), STRUCTURES)
 def test_random_structures_dumped_to_yaml(affinity: Any, anti: Any) -> None:
     check(
@@ -209,7 +209,7 @@ def to_yaml(expression: Expression) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(
         st.tuples(expressions(), st.none() | expressions(), st.none() | st.integers(-1000, 1000)),
