@@ -1,0 +1,75 @@
+"""Event driving: removing a pod and a container's exit give CPUs back, through the agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.simulate.driver import run_scenario
+from agent.simulate.machine import load_machine
+from agent.simulate.scenario import parse_scenario
+from topology.cpuset import CPUSet
+
+# 8 CPUs in one NUMA node; one CPU always stays shared, so 7 can be exclusive.
+TOPOLOGY = {"sockets": 1, "cores_per_numa": 4, "threads_per_core": 2}
+SIX = [{"name": "main", "cpu": "6", "memory": "1Gi"}]
+
+
+def run(events: list[dict[str, str]], pods: list[dict[str, Any]] | None = None) -> Any:
+    pods = pods or [{"name": "a", "containers": SIX}, {"name": "b", "containers": SIX}]
+    scenario = parse_scenario(
+        {"topology": TOPOLOGY, "pods": pods, "events": events}, base_dir=Path(".")
+    )
+    return run_scenario(scenario, load_machine(scenario.topology))
+
+
+def test_second_big_pod_is_refused_while_the_first_runs() -> None:
+    result = run([{"create": "a"}, {"create": "b"}])
+    assert [(c.pod, len(CPUSet.parse(c.cpuset_cpus))) for c in result.containers] == [("a", 6)]
+    assert [(e.pod, e.code) for e in result.errors] == [("b", "RESOURCE_EXHAUSTED")]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{"create": "a"}, {"remove": "a"}, {"create": "b"}],
+        [{"create": "a"}, {"exit": "a/main"}, {"create": "b"}],
+    ],
+    ids=["remove", "exit"],
+)
+def test_released_cpus_are_reused(events: list[dict[str, str]]) -> None:
+    result = run(events)
+    assert result.errors == ()
+    assert [c.pod for c in result.containers] == ["b"]  # a is gone or exited
+    (b,) = result.containers
+    assert b.exclusive and len(CPUSet.parse(b.cpuset_cpus)) == 6
+
+
+def test_a_pod_created_again_after_removal_runs_again() -> None:
+    result = run([{"create": "a"}, {"remove": "a"}, {"create": "a"}])
+    assert [c.pod for c in result.containers] == ["a"]
+    assert result.errors == ()
+
+
+def test_removing_a_pod_with_a_refused_container() -> None:
+    pods = [
+        {
+            "name": "p",
+            "containers": [
+                {"name": "huge", "cpu": "8", "memory": "1Gi"},
+                {"name": "ok", "cpu": "2", "memory": "1Gi"},
+            ],
+        },
+        {"name": "q", "containers": SIX},
+    ]
+    result = run([{"create": "p"}, {"remove": "p"}, {"create": "q"}], pods)
+    assert [(e.pod, e.name) for e in result.errors] == [("p", "huge")]
+    assert [c.pod for c in result.containers] == ["q"]
+
+
+def test_decisions_are_reported_in_order_with_explanations() -> None:
+    result = run([{"create": "a"}, {"remove": "a"}, {"create": "b"}])
+    assert [(d.pod, d.name) for d in result.decisions] == [("a", "main"), ("b", "main")]
+    assert all(d.pool and d.explanation for d in result.decisions)
