@@ -1,0 +1,112 @@
+"""Agent restarts: the state file and the runtime's listing give back the same
+placements; containers created while the agent was down are adopted without
+double-booking; gone ones are forgotten."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.node.agent import Placement
+from agent.workload import QoSClass
+from proto import cri_pb2
+from tests.node.conftest import MODES, NodeFactory
+from topology.cpuset import CPUSet
+
+
+def _by_id(placements: list[Placement]) -> dict[str, tuple[str, str, bool]]:
+    return {p.container_id: (p.cpuset_cpus, p.cpuset_mems, p.exclusive) for p in placements}
+
+
+def _create_behind_agents_back(
+    runtime: object, name: str, cpus: int, cpuset: str
+) -> tuple[str, str]:
+    """What kubelet's own static CPU manager might have done while the agent was down."""
+    pod = kubelet_pod_config(name, "default", f"uid-{name}", qos=QoSClass.GUARANTEED)
+    rt = runtime
+    sandbox = rt.run_pod_sandbox(cri_pb2.RunPodSandboxRequest(config=pod)).pod_sandbox_id  # type: ignore[attr-defined]
+    config = kubelet_container_config(
+        pod, name, cpus * 1000, cpus * 1000, 1 << 30, cpuset_cpus=cpuset
+    )
+    cid = rt.create_container(  # type: ignore[attr-defined]
+        cri_pb2.CreateContainerRequest(pod_sandbox_id=sandbox, config=config, sandbox_config=pod)
+    ).container_id
+    rt.start_container(cri_pb2.StartContainerRequest(container_id=cid))  # type: ignore[attr-defined]
+    return sandbox, cid
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_restart_recovers_placements_and_adopts_without_double_booking(
+    make_node: NodeFactory, mode: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    first = make_node("xeon-2s-2numa", mode, state_dir=state)
+    be = first.container(first.pod("batch"), "batch")
+    _, g = first.guaranteed("db", 4)
+    gone = first.container(first.pod("gone", QoSClass.BURSTABLE), "gone", 500)
+    first.settle()
+    before = _by_id(first.agent.placements())
+    first.agent.close()
+
+    runtime = first.runtime
+    # While the agent is down: one container goes, another comes on the same CPUs as db.
+    runtime.stop_container(cri_pb2.StopContainerRequest(container_id=gone))
+    runtime.remove_container(cri_pb2.RemoveContainerRequest(container_id=gone))
+    _, intruder = _create_behind_agents_back(runtime, "cache", 4, first.cpus(g))
+
+    second = make_node("xeon-2s-2numa", mode, runtime=runtime, state_dir=state)
+    second.settle()
+    after = _by_id(second.agent.placements())
+    assert after[g] == before[g] and after[g][2], "db lost its exclusive CPUs"
+    assert gone not in after
+    db_cpus = CPUSet.parse(after[g][0])
+    cache_cpus = CPUSet.parse(second.cpus(intruder))
+    assert cache_cpus and cache_cpus.isdisjoint(db_cpus), "the adopted container shares db's CPUs"
+    assert CPUSet.parse(after[intruder][0]) == cache_cpus
+    assert CPUSet.parse(second.cpus(be)).isdisjoint(db_cpus)
+    assert second.cpus(g) == after[g][0]
+    # The adopted pod is remembered: its QoS came from its resources (no cgroup parent listed).
+    cache = next(p for p in second.agent.placements() if p.container_id == intruder)
+    assert (cache.namespace, cache.pod, cache.name) == ("default", "cache", "cache")
+
+
+def test_state_file_written_before_kubelet_gets_the_answer(
+    make_node: NodeFactory, tmp_path: Path
+) -> None:
+    node = make_node("desktop-1s-4c-ht", "inprocess", state_dir=tmp_path)
+    _, g = node.guaranteed("db", 2)
+    document = json.loads((tmp_path / "state.json").read_text())
+    saved = document["payload"]["containers"][g]
+    assert saved["cpus"] == node.cpus(g)
+    assert saved["exclusive"] is True
+    assert saved["resources"]["cpu_quota"] == "200000"  # int64 as JSON string (proto3 JSON)
+    assert saved["info"]["pod"]["qosclass"] == "Guaranteed"
+    node.kubelet.remove_container(g)
+    document = json.loads((tmp_path / "state.json").read_text())
+    assert g not in document["payload"]["containers"]
+
+
+def test_start_on_a_busy_node_without_state(make_node: NodeFactory) -> None:
+    first = make_node("desktop-1s-4c-ht", "inprocess")
+    _, g = first.guaranteed("db", 2)
+    be = first.container(first.pod("batch"), "batch")
+    # A new agent with no state file: everything is adopted from the runtime's listing.
+    second = make_node("desktop-1s-4c-ht", "inprocess", runtime=first.runtime)
+    placed = _by_id(second.agent.placements())
+    assert placed[g][2] and placed[g][0] == first.cpus(g)
+    assert CPUSet.parse(second.cpus(be)) == second.machine.cpus - CPUSet.parse(placed[g][0])
+
+
+def test_corrupt_state_file_rebuilds_from_the_runtime(
+    make_node: NodeFactory, tmp_path: Path
+) -> None:
+    first = make_node("desktop-1s-4c-ht", "inprocess", state_dir=tmp_path)
+    _, g = first.guaranteed("db", 2)
+    first.agent.close()
+    (tmp_path / "state.json").write_text("{not json")
+    second = make_node("desktop-1s-4c-ht", "inprocess", runtime=first.runtime, state_dir=tmp_path)
+    assert _by_id(second.agent.placements())[g][0] == first.cpus(g)
+    assert list(tmp_path.glob("state.json.rejected-*"))

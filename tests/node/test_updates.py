@@ -1,0 +1,156 @@
+"""Updates to other containers: coalescing, retries with backoff in the background,
+owed-and-kept in synchronous mode, and a cpuset that changed while its create was in flight."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+
+from agent.node.agent import CREATE_CONTAINER
+from agent.node.updates import Updater
+from agent.relay.backend import BackendError
+from agent.runtime.inprocess import IN_PROCESS_ENDPOINT, in_process_forward
+from agent.workload import QoSClass
+from proto import cri_pb2
+from tests.node.conftest import MODES, NodeFactory
+from topology.cpuset import CPUSet
+
+
+def _res(cpus: str, shares: int = 2) -> cri_pb2.LinuxContainerResources:
+    return cri_pb2.LinuxContainerResources(cpuset_cpus=cpus, cpuset_mems="0", cpu_shares=shares)
+
+
+class _Recorder:
+    def __init__(self, failures: list[grpc.StatusCode] | None = None) -> None:
+        self.sent: list[tuple[str, str, int]] = []
+        self.failures = list(failures or [])
+
+    def __call__(self, cid: str, res: cri_pb2.LinuxContainerResources) -> None:
+        if self.failures:
+            code = self.failures.pop(0)
+            raise BackendError("Update", IN_PROCESS_ENDPOINT, code, "injected")
+        self.sent.append((cid, res.cpuset_cpus, res.cpu_shares))
+
+
+def test_only_the_latest_wish_is_sent() -> None:
+    rec = _Recorder()
+    up = Updater(rec)
+    up.set_applied("a", "0-7", "0")
+    up.want("a", _res("2-7"))
+    up.want("a", _res("4-7", shares=100))
+    up.want("b", _res("1"))
+    assert up.pending() == 2
+    assert up.flush() == 0
+    assert sorted(rec.sent) == [("a", "4-7", 100), ("b", "1", 2)]
+
+
+def test_wish_back_to_what_the_runtime_has_is_not_owed() -> None:
+    rec = _Recorder()
+    up = Updater(rec)
+    up.set_applied("a", "0-7", "0")
+    up.want("a", _res("2-7"))
+    up.want("a", _res("0-7"))
+    assert up.pending() == 0
+    assert up.flush() == 0 and rec.sent == []
+
+
+@pytest.mark.parametrize(
+    ("code", "still_owed"),
+    [(grpc.StatusCode.UNAVAILABLE, 1), (grpc.StatusCode.NOT_FOUND, 0)],
+)
+def test_failed_send_kept_unless_the_container_is_gone(
+    code: grpc.StatusCode, still_owed: int
+) -> None:
+    up = Updater(_Recorder([code]))
+    up.want("a", _res("1"))
+    assert up.flush() == still_owed
+
+
+def test_background_worker_retries_with_backoff() -> None:
+    rec = _Recorder([grpc.StatusCode.UNAVAILABLE] * 3)
+    up = Updater(rec)
+    up.start_worker()
+    try:
+        up.want("a", _res("1-3"))
+        assert up.wait_idle(5.0)
+        assert rec.sent == [("a", "1-3", 2)]
+        assert rec.failures == []
+    finally:
+        up.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_failed_update_never_fails_the_create(make_node: NodeFactory, mode: str) -> None:
+    node = make_node("desktop-1s-4c-ht", mode)
+    be = node.container(node.pod("batch"), "batch")
+    node.runtime.fail_next("UpdateContainerResources", grpc.StatusCode.UNAVAILABLE, "busy")
+    _, g = node.guaranteed("db", 2)
+    exclusive = CPUSet.parse(node.cpus(g))
+    if mode == "inprocess":
+        # Synchronous: the failure is logged and the update kept for the next attempt.
+        assert node.agent.pending_updates() == 1
+        assert node.cpus(be) == str(node.machine.cpus)
+        node.container(node.pod("other"), "other")  # the next decision sends what is owed
+    node.settle()
+    assert node.agent.pending_updates() == 0
+    assert CPUSet.parse(node.cpus(be)) == node.machine.cpus - exclusive
+
+
+def test_cpuset_changed_while_create_in_flight_is_sent_after(make_node: NodeFactory) -> None:
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    handler = node.agent.handlers()[CREATE_CONTAINER]
+    forward = in_process_forward(node.runtime, CREATE_CONTAINER)
+    g_pod = node.pod("db", QoSClass.GUARANTEED)
+    be_pod = node.pod("batch")
+    g: list[str] = []
+
+    def slow_forward(request: bytes) -> bytes:
+        # While batch's create is at the runtime, db is placed and takes exclusive CPUs.
+        g.append(node.container(g_pod, "db", 2000, 2000))
+        return forward(request)
+
+    from agent.criclient import kubelet_container_config
+
+    config = kubelet_container_config(node.pods[be_pod], "batch")
+    request = cri_pb2.CreateContainerRequest(
+        pod_sandbox_id=be_pod, config=config, sandbox_config=node.pods[be_pod]
+    )
+    reply = handler(request.SerializeToString(), slow_forward)
+    be = cri_pb2.CreateContainerResponse.FromString(reply).container_id
+    node.settle()
+    exclusive = CPUSet.parse(node.cpus(g[0]))
+    assert len(exclusive) == 2
+    assert CPUSet.parse(node.cpus(be)) == node.machine.cpus - exclusive
+
+
+def test_decisions_do_not_hold_the_lock_during_forward(make_node: NodeFactory) -> None:
+    """A create blocked at the runtime does not block another container's decision."""
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    handler = node.agent.handlers()[CREATE_CONTAINER]
+    forward = in_process_forward(node.runtime, CREATE_CONTAINER)
+    entered, release = threading.Event(), threading.Event()
+
+    def blocked_forward(request: bytes) -> bytes:
+        entered.set()
+        assert release.wait(5.0)
+        return forward(request)
+
+    from agent.criclient import kubelet_container_config
+
+    a_pod, b_pod = node.pod("a"), node.pod("b")
+    config = kubelet_container_config(node.pods[a_pod], "a")
+    request = cri_pb2.CreateContainerRequest(
+        pod_sandbox_id=a_pod, config=config, sandbox_config=node.pods[a_pod]
+    ).SerializeToString()
+    worker = threading.Thread(target=handler, args=(request, blocked_forward))
+    worker.start()
+    try:
+        assert entered.wait(5.0)
+        b = node.container(b_pod, "b")  # would deadlock if the lock were held
+        assert node.cpus(b) == str(node.machine.cpus)
+    finally:
+        release.set()
+        worker.join(5.0)
+    assert {p.name for p in node.agent.placements()} == {"a", "b"}
