@@ -100,9 +100,14 @@ def simulate_file(path: str | Path) -> SimulationResult:
     return run_scenario(scenario, load_machine(scenario.topology))
 
 
-def run_scenario(scenario: Scenario, machine: Machine) -> SimulationResult:
-    """Run every event of `scenario` on `machine`, in order, synchronously."""
-    runtime = MemoryRuntime()
+def run_scenario(
+    scenario: Scenario, machine: Machine, runtime: MemoryRuntime | None = None
+) -> SimulationResult:
+    """Run every event of `scenario` on `machine`, in order, synchronously.
+
+    `runtime` (a fresh one by default) lets tests look at the calls it served.
+    """
+    runtime = runtime if runtime is not None else MemoryRuntime()
     decisions: list[Explained] = []
 
     def on_decision(info: ContainerInfo, decision: Decision) -> None:

@@ -7,9 +7,13 @@ from typing import Any
 
 import pytest
 
+from agent.criclient import pod_cgroup_parent
+from agent.runtime.memory import MemoryRuntime
 from agent.simulate.driver import run_scenario
 from agent.simulate.machine import load_machine
+from agent.simulate.output import render_text
 from agent.simulate.scenario import parse_scenario
+from agent.workload import QoSClass
 from topology.cpuset import CPUSet
 
 # 8 CPUs in one NUMA node; one CPU always stays shared, so 7 can be exclusive.
@@ -73,3 +77,56 @@ def test_decisions_are_reported_in_order_with_explanations() -> None:
     result = run([{"create": "a"}, {"remove": "a"}, {"create": "b"}])
     assert [(d.pod, d.name) for d in result.decisions] == [("a", "main"), ("b", "main")]
     assert all(d.pool and d.explanation for d in result.decisions)
+
+
+def test_requests_reach_the_runtime_shaped_as_kubelet_sends_them() -> None:
+    pods: list[dict[str, Any]] = [
+        {"name": "shared", "containers": [{"name": "main", "cpu": "500m", "cpu_limit": "2"}]},
+        {"name": "a", "containers": SIX},
+    ]
+    scenario = parse_scenario(
+        {"topology": TOPOLOGY, "pods": pods, "events": [{"create": "shared"}, {"create": "a"}]},
+        base_dir=Path("."),
+    )
+    runtime = MemoryRuntime()
+    result = run_scenario(scenario, load_machine(scenario.topology), runtime)
+    calls = {
+        name: [c.request for c in runtime.calls if c.method == name]
+        for name in ("RunPodSandbox", "CreateContainer", "UpdateContainerResources")
+    }
+    shared_pod, a_pod = scenario.pods
+    cgroups = [r.config.linux.cgroup_parent for r in calls["RunPodSandbox"]]
+    assert cgroups == [
+        pod_cgroup_parent(shared_pod.uid, QoSClass.BURSTABLE),
+        pod_cgroup_parent(a_pod.uid, QoSClass.GUARANTEED),
+    ]
+    shared_res, a_res = (r.config.linux.resources for r in calls["CreateContainer"])
+    assert (shared_res.cpu_shares, shared_res.cpu_quota, shared_res.cpu_period) == (
+        512,  # 500m * 1024 / 1000
+        200_000,
+        100_000,
+    )
+    assert a_res.memory_limit_in_bytes == 1024**3
+    # The agent wrote the exclusive CPUs into a's create, and moved the shared
+    # container off them with an update the runtime received.
+    a_cpus = CPUSet.parse(a_res.cpuset_cpus)
+    assert len(a_cpus) == 6
+    (update,) = calls["UpdateContainerResources"]
+    assert CPUSet.parse(update.linux.cpuset_cpus) == result.machine.cpus - a_cpus
+    shared = next(c for c in result.containers if c.pod == "shared")
+    assert shared.cpuset_cpus == update.linux.cpuset_cpus
+
+
+def test_without_pinning_cpusets_are_left_alone() -> None:
+    scenario = parse_scenario(
+        {
+            "topology": TOPOLOGY,
+            "config": {"pin_cpus": False, "pin_memory": False},
+            "pods": [{"name": "a", "containers": SIX}],
+        },
+        base_dir=Path("."),
+    )
+    result = run_scenario(scenario, load_machine(scenario.topology))
+    (a,) = result.containers
+    assert (a.cpuset_cpus, a.cpuset_mems) == ("", "")
+    assert "a/main" in render_text(result)
