@@ -16,6 +16,7 @@ from agent import __version__
 
 # Sub-command modules, in the order `--help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "agent.commands.run",
     "agent.commands.topology",
     "agent.commands.config",
     "agent.commands.simulate",

@@ -1,0 +1,185 @@
+"""`numa-agent run`: wire configuration, machine, state, node agent and relay together.
+
+The imperative shell around everything else: it reads sysfs, waits for the
+runtime, restores state, serves the CRI socket, and turns signals into a clean
+stop (SIGTERM/SIGINT) or a configuration reload (SIGHUP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from agent.config import AgentConfig, ConfigError, resolve_config
+from agent.criclient import CRIClient, CRIError
+from agent.logs import setup_logging
+from agent.node.agent import NodeAgent
+from agent.node.fingerprint import machine_fingerprint
+from agent.node.runtime_access import GrpcRuntimeAccess
+from agent.relay.server import RelayServer
+from agent.sdnotify import notify
+from agent.state import StateStore
+from topology.sysfs import read_machine
+from topology.tree import Machine
+
+log = logging.getLogger(__name__)
+
+RUNTIME_WAIT_S = 30.0
+STOP_GRACE_S = 10.0
+
+
+class StartupError(Exception):
+    """The agent cannot start; the message says what to fix."""
+
+
+def wait_for_runtime(endpoint: str, deadline_s: float) -> str:
+    """Poll the runtime's Version until it answers; StartupError naming it otherwise."""
+    give_up = time.monotonic() + deadline_s
+    last = ""
+    while True:
+        try:
+            with CRIClient(endpoint, timeout=2.0) as client:
+                version = client.version()
+            return f"{version.runtime_name} {version.runtime_version}"
+        except CRIError as err:
+            last = f"{err.code.name}: {err.details}"
+        if time.monotonic() >= give_up:
+            raise StartupError(
+                f"the runtime at {endpoint} does not answer Version after {deadline_s:.0f}s "
+                f"({last}); is containerd running, and is --runtime-endpoint right?"
+            )
+        time.sleep(0.5)
+
+
+class Daemon:
+    """One running agent. `start` returns once the socket serves; `stop` undoes it."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        config_path: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        runtime_wait_s: float = RUNTIME_WAIT_S,
+    ) -> None:
+        self.config = config
+        self._config_path = config_path
+        self._overrides = dict(overrides or {})
+        self._runtime_wait_s = runtime_wait_s
+        self.machine: Machine | None = None
+        self.node: NodeAgent | None = None
+        self.relay: RelayServer | None = None
+
+    def start(self) -> None:
+        cfg = self.config
+        try:
+            machine = self.machine = read_machine(cfg.sysfs_root)
+        except ValueError as err:
+            raise StartupError(f"cannot read the machine's topology: {err}") from err
+        runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
+        log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
+        store = StateStore(cfg.state_dir, machine_fingerprint(machine))
+        self.node = NodeAgent(
+            machine,
+            cfg.policy,
+            GrpcRuntimeAccess(cfg.runtime_endpoint),
+            store=store,
+            background_updates=True,
+        )
+        self.node.start()
+        self.relay = RelayServer(
+            cfg.listen,
+            cfg.runtime_endpoint,
+            cfg.image_endpoint or None,
+            hooks=self.node.relay_hooks(),
+        )
+        self.relay.start()
+        if cfg.socket_group:
+            shutil.chown(self.relay.path, group=cfg.socket_group)
+        notify("READY=1")
+        log.info("serving CRI on %s (pid %d)", self.relay.path, os.getpid())
+
+    def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """Stop accepting, finish calls in flight, write state, remove the socket."""
+        notify("STOPPING=1")
+        if self.relay is not None:
+            self.relay.stop(grace)
+            self.relay = None
+        if self.node is not None:
+            self.node.close()
+            self.node = None
+        log.info("stopped")
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the configuration file; a bad one is refused and the old one stays.
+
+        Log settings apply at once; keys that shape the socket, the runtime
+        connection or placement apply at the next start (logged when changed).
+        """
+        try:
+            new = resolve_config(self._config_path, self._overrides)
+        except ConfigError as err:
+            log.error("configuration reload refused, keeping the old one: %s", err)
+            return
+        setup_logging(new.log_level, new.log_format)
+        changed = sorted(
+            key
+            for key in ("runtime_endpoint", "image_endpoint", "listen", "state_dir", "sysfs_root")
+            if getattr(new, key) != getattr(self.config, key)
+        )
+        if new.policy != self.config.policy:
+            changed.append("policy")
+        if changed:
+            log.warning("configuration reloaded; %s take effect at restart", ", ".join(changed))
+        else:
+            log.info("configuration reloaded")
+        self.config = dataclasses.replace(
+            self.config, log_level=new.log_level, log_format=new.log_format
+        )
+
+
+def serve(daemon: Daemon) -> int:
+    """Run until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
+
+    Signal handlers only set flags and wake the loop, so a SIGTERM that
+    arrives while a reload is handled is never lost.
+    """
+    wake = threading.Event()
+    wanted = {"stop": False, "reload": False}
+
+    def on_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        wanted["stop"] = True
+        wake.set()
+
+    def on_hup(_signum: int, _frame: FrameType | None) -> None:
+        wanted["reload"] = True
+        wake.set()
+
+    previous: dict[int, Any] = {}
+    for signum, handler in (
+        (signal.SIGTERM, on_stop),
+        (signal.SIGINT, on_stop),
+        (signal.SIGHUP, on_hup),
+    ):
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        daemon.start()
+        while not wanted["stop"]:
+            wake.wait()
+            wake.clear()
+            if wanted["reload"]:
+                wanted["reload"] = False
+                daemon.reload()
+    finally:
+        daemon.stop()
+        for number, old in previous.items():
+            signal.signal(number, old)
+    return 0
