@@ -234,9 +234,15 @@ class NodeAgent:
                 self._adoptee(ctr, status, saved_containers.get(ctr.id))
                 for ctr, status in statuses.values()
             ]
-            # Known before unknown (the state's cpusets are the agent's own), and
-            # Guaranteed first within each, so exclusive CPUs go back to their owners.
-            entries.sort(key=lambda e: (not e[0], e[1].info.qosclass is not QoSClass.GUARANTEED))
+            # Known before unknown (the state's cpusets are the agent's own), exclusive
+            # and then Guaranteed first within each, so exclusive CPUs go back to their owners.
+            entries.sort(
+                key=lambda e: (
+                    not e[0],
+                    not e[1].exclusive,
+                    e[1].info.qosclass is not QoSClass.GUARANTEED,
+                )
+            )
             for known, tracked, reported in entries:
                 self._adopt(known, tracked, reported)
             for cid in self._containers:
@@ -524,6 +530,12 @@ class NodeAgent:
         try:
             reply = forward(req.SerializeToString())
         except BackendError:
+            with self._lock:
+                if self._containers.get(cid) is tracked:
+                    # A resize may have moved it: the runtime is owed its new cpuset.
+                    self._want(cid)
+                snapshot = self._snapshot()
+            self._save(snapshot)
             self._flush()
             raise
         with self._lock:

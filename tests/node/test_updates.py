@@ -154,3 +154,24 @@ def test_decisions_do_not_hold_the_lock_during_forward(make_node: NodeFactory) -
         release.set()
         worker.join(5.0)
     assert {p.name for p in node.agent.placements()} == {"a", "b"}
+
+
+def test_failed_kubelet_resize_leaves_the_move_owed(make_node: NodeFactory) -> None:
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    be = node.container(node.pod("batch"), "batch")
+    _, g = node.guaranteed("db", 2)
+    before = node.cpus(g)
+    node.runtime.fail_next("UpdateContainerResources", grpc.StatusCode.UNAVAILABLE, "busy")
+    from agent.criclient import CRIError, kubelet_container_resources
+
+    with pytest.raises(CRIError) as err:
+        node.kubelet.update_container_resources(g, kubelet_container_resources(4000, 4000, 1 << 30))
+    assert (err.value.code, err.value.details) == (grpc.StatusCode.UNAVAILABLE, "busy")
+    # The policy moved db to 4 CPUs; the agent then sent the move itself with the
+    # resources the runtime last accepted (kubelet's new quota is kubelet's to retry).
+    placed = {p.container_id: p.cpuset_cpus for p in node.agent.placements()}
+    assert len(CPUSet.parse(placed[g])) == 4 and placed[g] != before
+    assert node.cpus(g) == placed[g]
+    assert node.linux(g).cpu_quota == 200_000
+    assert CPUSet.parse(node.cpus(be)).isdisjoint(CPUSet.parse(placed[g]))
+    assert node.agent.pending_updates() == 0
