@@ -120,6 +120,19 @@ def _who(info: ContainerInfo) -> str:
 
 
 class NodeAgent:
+    """Placement on the CRI calls that matter; see handlers() for which.
+
+    Choices worth knowing:
+    - A pod whose cgroup parent names no QoS class (not kubelet's layout, or a pod
+      listed at start with no parent at all) gets, per container, the class its own
+      resources suggest (describe.qos_from_resources): never exclusive CPUs unless
+      its CPU limit equals a whole-CPU request.
+    - Stopping or removing a sandbox releases the containers of that sandbox id, not
+      of the pod UID: an old sandbox of a pod may go while its new one runs.
+    - placements() reports the cpusets the agent wants; pending_updates() says how
+      many containers the runtime has not yet been told.
+    """
+
     def __init__(
         self,
         machine: Machine,
