@@ -228,3 +228,29 @@ def test_pod_sandbox_stop_releases_its_containers(
     node.settle()
     assert node.cpus(be) == str(node.machine.cpus)
     assert [p.name for p in node.agent.placements()] == ["batch"]
+
+
+def test_rewritten_create_keeps_fields_the_agent_does_not_declare(make_node: NodeFactory) -> None:
+    from agent.criclient import kubelet_container_config
+    from agent.node.agent import CREATE_CONTAINER
+    from agent.runtime.inprocess import in_process_forward
+
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    sandbox = node.pod("db", QoSClass.GUARANTEED)
+    config = kubelet_container_config(node.pods[sandbox], "db", 2000, 2000)
+    request = cri_pb2.CreateContainerRequest(
+        pod_sandbox_id=sandbox, config=config, sandbox_config=node.pods[sandbox]
+    ).SerializeToString()
+    # Field 99 (varint 7) at the top level: a field of a future CRI version.
+    future = bytes([99 << 3 & 0x7F | 0x80, 99 >> 4, 7])
+    seen: list[bytes] = []
+    forward = in_process_forward(node.runtime, CREATE_CONTAINER)
+
+    def capture(body: bytes) -> bytes:
+        seen.append(body)
+        return forward(body)
+
+    node.agent.handlers()[CREATE_CONTAINER](request + future, capture)
+    sent = cri_pb2.CreateContainerRequest.FromString(seen[0])
+    assert sent.config.linux.resources.cpuset_cpus  # the agent did rewrite it
+    assert future in seen[0]
