@@ -75,6 +75,7 @@ class Daemon:
         self._runtime_wait_s = runtime_wait_s
         self.machine: Machine | None = None
         self.node: NodeAgent | None = None
+        self._runtime: GrpcRuntimeAccess | None = None
         self.relay: RelayServer | None = None
 
     def start(self) -> None:
@@ -86,10 +87,11 @@ class Daemon:
         runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
         log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
         store = StateStore(cfg.state_dir, machine_fingerprint(machine))
+        self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
         self.node = NodeAgent(
             machine,
             cfg.policy,
-            GrpcRuntimeAccess(cfg.runtime_endpoint),
+            self._runtime,
             store=store,
             background_updates=True,
         )
@@ -115,6 +117,9 @@ class Daemon:
         if self.node is not None:
             self.node.close()
             self.node = None
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
         log.info("stopped")
 
     def reload(self) -> None:
