@@ -1,0 +1,139 @@
+"""Placement decision time on large machines: p50 / p99 of Policy.place with N placed.
+
+Usage: .venv/bin/python benchmarks/placement_bench.py [--samples 200]
+
+Machines are fake sysfs trees (topology.fakesysfs) read by the real reader. The
+workload is a realistic mix: small Burstable and BestEffort containers, Guaranteed
+ones with 1-4 exclusive CPUs, and about half of the pods carrying affinity and
+anti-affinity annotations parsed and evaluated by agent.affinity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.affinity import effective_affinity, parse_pod_affinities
+from agent.policy.config import PolicyConfig
+from agent.policy.errors import ResourceExhausted
+from agent.policy.policy import Policy
+from agent.policy.request import ContainerRequest, Resources
+from agent.workload import ContainerInfo, PodInfo, QoSClass
+from topology.fakesysfs import MachineSpec, write_sysfs
+from topology.sysfs import read_machine
+from topology.tree import Machine
+
+MACHINES = {
+    "2s x 2numa x 64c x 2t (512)": MachineSpec(
+        sockets=2, numa_per_die=2, cores_per_numa=64, l3_per_numa=2
+    ),
+    "4s x 2numa x 32c x 2t (512)": MachineSpec(sockets=4, numa_per_die=2, cores_per_numa=32),
+    "8s x 1numa x 32c x 2t (512)": MachineSpec(sockets=8, cores_per_numa=32),
+}
+PLACED = (0, 100, 250, 500)
+APPS = 40
+
+AFFINITY = """\
+app:
+- scope: {{key: pod/labels/app, operator: In, values: [{partner}]}}
+  match: {{key: name, operator: Exists}}
+  weight: 5
+"""
+ANTI_AFFINITY = """\
+app:
+- scope: {{key: pod/labels/app, operator: Equals, values: [{own}]}}
+  match: {{key: name, operator: Exists}}
+"""
+
+
+def machine(spec: MachineSpec) -> Machine:
+    with tempfile.TemporaryDirectory() as tmp:
+        write_sysfs(spec, Path(tmp))
+        return read_machine(Path(tmp), cpu_info=False)
+
+
+def make_request(serial: int, rng: random.Random) -> ContainerRequest:
+    app = f"app{rng.randrange(APPS)}"
+    roll = rng.random()
+    if roll < 0.15:
+        qos, milli, limit = QoSClass.GUARANTEED, rng.choice((1, 1, 2, 2, 4)) * 1000, None
+    elif roll < 0.25:
+        qos, milli, limit = QoSClass.BESTEFFORT, 0, 0
+    else:
+        qos, milli, limit = QoSClass.BURSTABLE, rng.choice((50, 100, 200, 250, 500)), 0
+    annotations: dict[str, str] = {}
+    if rng.random() < 0.5:
+        partner = f"app{rng.randrange(APPS)}"
+        annotations["cri-resource-manager.intel.com/affinity"] = AFFINITY.format(partner=partner)
+        annotations["cri-resource-manager.intel.com/anti-affinity"] = ANTI_AFFINITY.format(own=app)
+    pod = PodInfo(
+        uid=f"uid-{serial}",
+        name=f"{app}-{serial}",
+        namespace="default",
+        qosclass=qos,
+        labels={"app": app},
+        annotations=annotations,
+    )
+    container = ContainerInfo(name="app", pod=pod, labels={"io.kubernetes.container.name": "app"})
+    shares = max(milli * 1024 // 1000, 2)
+    quota = (limit if limit is not None else milli) * 100
+    resources = Resources(cpu_shares=shares, cpu_quota=quota, cpu_period=100_000)
+    rules = parse_pod_affinities(annotations).rules_for("app")
+    fn: Callable[[ContainerInfo], int] | None = None
+    if rules:
+
+        def fn(other: ContainerInfo) -> int:
+            return effective_affinity(container, rules, other)
+
+    return ContainerRequest(f"c{serial}", container, resources, fn)
+
+
+def measure(hw: Machine, placed: int, samples: int) -> tuple[float, float, int]:
+    rng = random.Random(placed * 7919 + 1)
+    pol = Policy(hw, PolicyConfig())
+    serial = 0
+    while len(pol.assignments()) < placed:
+        serial += 1
+        try:
+            pol.place(make_request(serial, rng))
+        except ResourceExhausted:
+            continue
+    times: list[float] = []
+    for _ in range(samples):
+        serial += 1
+        req = make_request(serial, rng)
+        start = time.perf_counter()
+        try:
+            pol.place(req)
+        except ResourceExhausted:
+            continue
+        finally:
+            times.append(time.perf_counter() - start)
+        pol.release(req.key)
+    times.sort()
+    p50 = statistics.median(times) * 1000
+    p99 = times[min(len(times) - 1, int(len(times) * 0.99))] * 1000
+    return p50, p99, len(pol.assignments())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=200)
+    args = parser.parse_args(argv)
+    print(f"{'machine':32} {'placed':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, spec in MACHINES.items():
+        hw = machine(spec)
+        for placed in PLACED:
+            p50, p99, count = measure(hw, placed, args.samples)
+            print(f"{name:32} {count:6d} {p50:8.3f} {p99:8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
