@@ -22,9 +22,11 @@ RULES_SHARED = (
 RULES_EXCLUSIVE = (
     "higher affinity score",
     "deeper pool",
-    "isolated CPUs as preferred, then less fragmentation",
+    "less fragmentation",
     "lower pool id",
 )
+# The parts of rule 3 for exclusive containers, in order.
+FRAGMENTATION = ("isolated CPUs as preferred", "fewer newly split cores", "best fit")
 MAX_LISTED = 12
 
 
@@ -41,8 +43,12 @@ class Candidate:
 def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:
     rules = RULES_EXCLUSIVE if need.kind is CpuKind.EXCLUSIVE else RULES_SHARED
     for rule, a, b in zip(rules, winner.rank, runner_up.rank, strict=True):
-        if a != b:
-            return f"{rule} than {runner_up.pool.name}"
+        if a == b:
+            continue
+        if isinstance(a, tuple) and isinstance(b, tuple) and need.kind is CpuKind.EXCLUSIVE:
+            part = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+            rule = f"{rule} ({FRAGMENTATION[part]})"
+        return f"{rule} than {runner_up.pool.name}"
     return "identical rank (should not happen: pool ids differ)"
 
 

@@ -26,6 +26,12 @@ def named(name: str, weight: int) -> Callable[[ContainerInfo], int]:
     return lambda other: weight if other.name == name else 0
 
 
+def now(pol: Policy, key: str) -> str:
+    decision = pol.current(key)
+    assert decision is not None, f"{key} is not placed"
+    return str(decision.cpus)
+
+
 def updates(items: tuple[CpusetUpdate, ...]) -> dict[str, str]:
     return {u.key: str(u.cpus) for u in items}
 
@@ -43,7 +49,7 @@ def test_shared_pool_shrinks_and_grows_back(machines: Machines) -> None:
     db = pol.place(request("db", 4000))
     assert str(db.cpus) == "0-1,40-41"
     assert updates(db.updates) == {"web": "2-9,42-49", "dns": "2-39,42-79"}
-    assert pol.current("web") is not None and str(pol.current("web").cpus) == "2-9,42-49"
+    assert now(pol, "web") == "2-9,42-49"
     pol.check_invariants()
     # Back again when it goes.
     assert updates(pol.release("db")) == {"web": "0-9,40-49", "dns": "0-79"}
@@ -107,7 +113,7 @@ def test_reserved_cpus(machines: Machines) -> None:
     big = pol.place(request("big", 19_000))
     assert (big.pool, str(big.cpus)) == ("numa1", "10-19,50-58")
     assert updates(big.updates) == {"web": "59"}
-    assert str(pol.current("proxy").cpus) == "0,40"
+    assert now(pol, "proxy") == "0,40"
     pol.check_invariants()
 
 
@@ -232,7 +238,7 @@ def test_release_pod_releases_all_its_containers(machines: Machines) -> None:
     ups = pol.release_pod("uid-p")
     assert set(pol.assignments()) == {"q/c"}
     # q/c shared numa1 ... it was not affected by p/a's CPUs in numa0.
-    assert ups == () and str(pol.current("q/c").cpus) == str(other.cpus)
+    assert ups == () and now(pol, "q/c") == str(other.cpus)
     pol.check_invariants()
 
 
@@ -261,7 +267,7 @@ def test_resize_moves_between_shared_and_exclusive(machines: Machines) -> None:
     with pytest.raises(ResourceExhausted):
         pol.resize(request("c", 100_000))
     assert pol.current("c") == pol.assignments()["c"]
-    assert str(pol.current("c").cpus) == "0,40"
+    assert now(pol, "c") == "0,40"
     pol.check_invariants()
 
 
@@ -377,3 +383,15 @@ def test_state_round_trip(machines: Machines) -> None:
     restored.check_invariants()
     # The restored policy goes on the same way as the original.
     assert pol.place(request("f", 2000)).cpus == restored.place(request("f", 2000)).cpus
+
+
+def test_explanation_names_the_deciding_rule(machines: Machines) -> None:
+    pol = policy(machines("xeon-2s-2numa"))
+    pol.place_in(request("a", 4000), "numa2")
+    # Best fit: numa2 has 16 free, the others 20.
+    text = pol.place(request("b", 2000)).explanation
+    assert "-> numa2" in text and "less fragmentation (best fit) than numa0" in text
+    assert "candidates: numa2 0.000 [splits 0 cores, leaves 14 free]" in text
+    shared = pol.place(request("s", 500, qos=B)).explanation
+    assert "-> numa0" in shared and "less loaded pool than numa1" not in shared
+    assert "lower pool id than numa1" in shared
