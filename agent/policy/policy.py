@@ -32,6 +32,7 @@ __all__ = [
     "InvalidRequest",
     "PlacementError",
     "Policy",
+    "PoolCapacity",
     "ResourceExhausted",
     "StateError",
     "UnknownContainer",
@@ -61,6 +62,22 @@ class Decision:
     score: float
     updates: tuple[CpusetUpdate, ...]  # OTHER containers whose cpuset must change now
     explanation: str  # candidate pools, their scores, why the winner won
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCapacity:
+    """What a pool holds and what it has left, as `numa-agent status` and metrics show it."""
+
+    pool: str
+    cpus: CPUSet  # every online CPU of the pool
+    exclusive: CPUSet  # CPUs held by exclusive containers
+    exclusive_free: int  # CPUs an exclusive container could still take (isolated ones aside)
+    isolated_free: int  # free kernel-isolated CPUs (for containers that prefer them)
+    shared: CPUSet  # the CPUs shared containers placed here run on
+    shared_milli_used: int  # requests of shared containers in the pool and below it
+    shared_milli_free: int  # the most one more shared container could request here
+    memory_bytes: int
+    memory_used_bytes: int
 
 
 @dataclass(slots=True)
@@ -209,6 +226,33 @@ class Policy:
 
     def assignments(self) -> Mapping[str, Decision]:
         return {key: self._decision(entry, ()) for key, entry in self._entries.items()}
+
+    def capacity(self) -> tuple[PoolCapacity, ...]:
+        """Every pool's use and free capacity, in pool-tree order; reads only."""
+        usable = self._online & ~(self._taken | self._reserved | self._isolated)
+        free = self._online & ~(self._taken | self._reserved)
+        shared_now = self._shared_counts()
+        out = []
+        for pool, mask in zip(self._pools, self._masks, strict=True):
+            # A shared container here is accounted in every ancestor too: the tightest wins.
+            room = min(
+                shared_now[q] * 1000 - self._shared_used[q] for q in self._lineage[pool.index]
+            )
+            out.append(
+                PoolCapacity(
+                    pool=pool.name,
+                    cpus=pool.cpus,
+                    exclusive=CPUSet(mask & self._taken),
+                    exclusive_free=(mask & free & ~self._isolated).bit_count(),
+                    isolated_free=(mask & free & self._isolated).bit_count(),
+                    shared=CPUSet(mask & usable),
+                    shared_milli_used=self._shared_used[pool.index],
+                    shared_milli_free=max(room, 0),
+                    memory_bytes=pool.memory_bytes,
+                    memory_used_bytes=self._mem_used[pool.index],
+                )
+            )
+        return tuple(out)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-able state: enough, with the containers' requests, to rebuild the policy."""
