@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from agent.affinity import AnnotationError, effective_affinity, parse_pod_affinities
 from agent.criclient import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
+from agent.node.crashpoints import crash_point
 from agent.node.describe import (
     StateFormatError,
     container_from_json,
@@ -40,6 +43,7 @@ from agent.policy.policy import (
     InvalidRequest,
     PlacementError,
     Policy,
+    PoolCapacity,
     ResourceExhausted,
 )
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
@@ -71,7 +75,30 @@ STATE_VERSION = 1
 Handler = Callable[[bytes, Forward], bytes]
 OnDecision = Callable[[ContainerInfo, Decision], None]
 
+
+class PlacementObserver(Protocol):
+    """Told of every policy call and refusal (metrics); called with no lock held
+    that matters for latency, and must be quick."""
+
+    def decided(self, seconds: float) -> None: ...
+
+    def refused(self, reason: str) -> None: ...  # "invalid_argument", "resource_exhausted", ...
+
+
+_M = TypeVar("_M", bound=Message)
 _LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
+
+
+def _decode(kind: type[_M], request: bytes) -> _M:
+    """Parse a hooked request before anything else: garbage is the caller's error
+    (INVALID_ARGUMENT), never an exception in the relay."""
+    try:
+        return kind.FromString(request)
+    except DecodeError as err:
+        raise HookAbort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"malformed {kind.DESCRIPTOR.full_name} ({len(request)} bytes): {err}",
+        ) from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +169,7 @@ class NodeAgent:
         store: StateStore | None = None,
         background_updates: bool = False,
         on_decision: OnDecision | None = None,
+        observer: PlacementObserver | None = None,
     ) -> None:
         self.machine = machine
         self.config = config
@@ -149,6 +177,7 @@ class NodeAgent:
         self._store = store
         self._background = background_updates
         self._on_decision = on_decision
+        self._observer = observer
         self._lock = threading.Lock()  # the decision lock
         self._policy = Policy(machine, config)
         self._pods: dict[str, PodInfo] = {}  # by sandbox id
@@ -212,6 +241,11 @@ class NodeAgent:
         with self._lock:
             current = self._policy.current(container_id)
         return None if current is None else current.explanation
+
+    def capacity(self) -> tuple[PoolCapacity, ...]:
+        """Each pool's use and free capacity (Policy.capacity), consistent with placements()."""
+        with self._lock:
+            return self._policy.capacity()
 
     def close(self) -> None:
         self._updater.stop()
@@ -370,8 +404,8 @@ class NodeAgent:
     # -- pods -----------------------------------------------------------------
 
     def _run_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        config = _decode(cri_pb2.RunPodSandboxRequest, request).config
         reply = forward(request)
-        config = cri_pb2.RunPodSandboxRequest.FromString(request).config
         sandbox_id = cri_pb2.RunPodSandboxResponse.FromString(reply).pod_sandbox_id
         pod = pod_from_config(sandbox_id, config)
         with self._lock:
@@ -381,14 +415,14 @@ class NodeAgent:
         return reply
 
     def _stop_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        sandbox_id = _decode(cri_pb2.StopPodSandboxRequest, request).pod_sandbox_id
         reply = forward(request)
-        sandbox_id = cri_pb2.StopPodSandboxRequest.FromString(request).pod_sandbox_id
         self._release_sandbox(sandbox_id, forget_pod=False)
         return reply
 
     def _remove_pod_sandbox(self, request: bytes, forward: Forward) -> bytes:
+        sandbox_id = _decode(cri_pb2.RemovePodSandboxRequest, request).pod_sandbox_id
         reply = forward(request)
-        sandbox_id = cri_pb2.RemovePodSandboxRequest.FromString(request).pod_sandbox_id
         self._release_sandbox(sandbox_id, forget_pod=True)
         return reply
 
@@ -411,24 +445,56 @@ class NodeAgent:
         try:
             return parse_pod_affinities(annotations).rules_for(info.name)
         except AnnotationError as err:
-            raise HookAbort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"cannot place {_who(info)}: {err}"
-            ) from err
+            raise self._refusal(grpc.StatusCode.INVALID_ARGUMENT, info, err) from err
 
     def _decide(self, info: ContainerInfo, place: Callable[[], Decision]) -> Decision:
         """Run a policy call (decision lock held), mapping refusals to gRPC codes."""
+        start = time.perf_counter()
         try:
             return place()
         except ResourceExhausted as err:
-            raise HookAbort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, f"cannot place {_who(info)}: {err}"
-            ) from err
+            raise self._refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, info, err) from err
         except InvalidRequest as err:
-            raise HookAbort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"cannot place {_who(info)}: {err}"
-            ) from err
+            raise self._refusal(grpc.StatusCode.INVALID_ARGUMENT, info, err) from err
         except PlacementError as err:
-            raise HookAbort(grpc.StatusCode.INTERNAL, f"cannot place {_who(info)}: {err}") from err
+            raise self._refusal(grpc.StatusCode.INTERNAL, info, err) from err
+        finally:
+            if self._observer is not None:
+                self._observer.decided(time.perf_counter() - start)
+
+    def _refusal(self, code: grpc.StatusCode, info: ContainerInfo, err: Exception) -> HookAbort:
+        if self._observer is not None:
+            self._observer.refused(code.name.lower())
+        return HookAbort(code, f"cannot place {_who(info)}: {err}")
+
+    def _report(self, info: ContainerInfo, decision: Decision, what: str) -> None:
+        """A decision took effect: log it (fields for JSON logs), then tell on_decision."""
+        log.info(
+            "%s %s in %s on cpus %s",
+            what,
+            _who(info),
+            decision.pool,
+            decision.cpus or "-",
+            extra={
+                "pod": f"{info.namespace}/{info.pod.name}",
+                "container": info.name,
+                "container_id": decision.key,
+                "pool": decision.pool,
+                "cpuset": str(decision.cpus),
+                "mems": str(decision.mems),
+                "exclusive": decision.exclusive,
+                "score": decision.score,
+            },
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "scoring of %s:\n%s",
+                _who(info),
+                decision.explanation,
+                extra={"container_id": decision.key, "pool": decision.pool},
+            )
+        if self._on_decision is not None:
+            self._on_decision(info, decision)
 
     def _write_cpusets(
         self, linux: cri_pb2.LinuxContainerResources, cpus: CPUSet, mems: CPUSet
@@ -440,7 +506,7 @@ class NodeAgent:
             linux.cpuset_mems = str(mems)
 
     def _create_container(self, request: bytes, forward: Forward) -> bytes:
-        req = cri_pb2.CreateContainerRequest.FromString(request)
+        req = _decode(cri_pb2.CreateContainerRequest, request)
         config = req.config
         name = config.metadata.name
         sandbox_id = req.pod_sandbox_id
@@ -456,8 +522,17 @@ class NodeAgent:
         key = f"{sandbox_id}/{name}/{config.metadata.attempt}"
         creq = ContainerRequest(key, info, res, _affinity(info, rules))
         with self._lock:
+            if self._policy.current(key) is not None:
+                # kubelet retried while its first call is still in flight: placing
+                # again would resize that one's allocation and both would share it.
+                raise HookAbort(
+                    grpc.StatusCode.ABORTED,
+                    f"a CreateContainer for {_who(info)} (attempt {config.metadata.attempt}) "
+                    "is already in flight; retry once it has finished",
+                )
             decision = self._decide(info, lambda: self._policy.place(creq))
             self._apply(decision.updates)
+        crash_point("create-after-decision")
         linux = req.config.linux.resources  # created on first write if kubelet sent none
         self._write_cpusets(linux, decision.cpus, decision.mems)
         try:
@@ -469,6 +544,7 @@ class NodeAgent:
             self._save(snapshot)
             self._flush()
             raise
+        crash_point("create-after-runtime")
         cid = cri_pb2.CreateContainerResponse.FromString(reply).container_id
         with self._lock:
             if self._policy.current(key) is None:
@@ -489,15 +565,16 @@ class NodeAgent:
             self._want(cid)
             snapshot = self._snapshot()
         self._save(snapshot)
+        crash_point("create-after-save")
         self._flush()
-        if self._on_decision is not None:
-            self._on_decision(placed, replace(decision, key=cid))
+        self._report(placed, replace(decision, key=cid), "placed")
         return reply
 
     def _stop_container(self, request: bytes, forward: Forward) -> bytes:
         # StopContainerRequest and RemoveContainerRequest both carry container_id=1.
+        container_id = _decode(cri_pb2.RemoveContainerRequest, request).container_id
         reply = forward(request)
-        container_id = cri_pb2.RemoveContainerRequest.FromString(request).container_id
+        crash_point("remove-after-runtime")
         self._release([container_id])
         return reply
 
@@ -517,7 +594,7 @@ class NodeAgent:
         self._apply(updates)
 
     def _update_container_resources(self, request: bytes, forward: Forward) -> bytes:
-        req = cri_pb2.UpdateContainerResourcesRequest.FromString(request)
+        req = _decode(cri_pb2.UpdateContainerResourcesRequest, request)
         cid = req.container_id
         with self._lock:
             tracked = self._containers.get(cid)
@@ -559,17 +636,19 @@ class NodeAgent:
             snapshot = self._snapshot()
         self._save(snapshot)
         self._flush()
-        if decision is not None and self._on_decision is not None:
-            self._on_decision(tracked.info, replace(decision, key=cid))
+        if decision is not None:
+            self._report(tracked.info, replace(decision, key=cid), "resized")
         return reply
 
     def _list_containers(self, request: bytes, forward: Forward) -> bytes:
+        _decode(cri_pb2.ListContainersRequest, request)
         reply = forward(request)
         containers = cri_pb2.ListContainersResponse.FromString(reply).containers
         self._release_exited([c.id for c in containers if c.state == cri_pb2.CONTAINER_EXITED])
         return reply
 
     def _container_status(self, request: bytes, forward: Forward) -> bytes:
+        _decode(cri_pb2.ContainerStatusRequest, request)
         reply = forward(request)
         status = cri_pb2.ContainerStatusResponse.FromString(reply).status
         if status.state == cri_pb2.CONTAINER_EXITED:

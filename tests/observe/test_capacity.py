@@ -7,7 +7,6 @@ from pathlib import Path
 from agent.policy.policy import Policy, PoolCapacity
 from agent.workload import QoSClass
 from tests.policy.helpers import policy, request, spec_machine
-from topology.cpuset import CPUSet
 from topology.fakesysfs import MachineSpec
 
 # One socket, two NUMA nodes of two 2-thread cores: pools machine, numa0, numa1.

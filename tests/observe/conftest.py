@@ -1,0 +1,96 @@
+"""Fixtures of the observability tests: fake machines and an in-process node agent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.node.agent import NodeAgent
+from agent.node.runtime_access import InProcessRuntimeAccess
+from agent.policy.config import PolicyConfig
+from agent.runtime.memory import MemoryRuntime
+from agent.workload import QoSClass
+from tests.node.conftest import InProcessKubelet
+from topology.fakesysfs import write_shape
+from topology.sysfs import read_machine
+from topology.tree import Machine
+
+_MACHINES: dict[str, Machine] = {}
+
+
+@pytest.fixture(scope="session")
+def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
+    base = tmp_path_factory.mktemp("shapes")
+
+    def get(name: str) -> Machine:
+        if name not in _MACHINES:
+            write_shape(name, base / name)
+            _MACHINES[name] = read_machine(base / name, cpu_info=False)
+        return _MACHINES[name]
+
+    return get
+
+
+@dataclass
+class Recorder:
+    """A PlacementObserver that remembers what it was told."""
+
+    decisions: list[float] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+    def decided(self, seconds: float) -> None:
+        self.decisions.append(seconds)
+
+    def refused(self, reason: str) -> None:
+        self.refusals.append(reason)
+
+
+@dataclass
+class LocalNode:
+    agent: NodeAgent
+    kubelet: InProcessKubelet
+    observer: Recorder
+
+    def create(
+        self,
+        pod: str,
+        container: str,
+        milli: int,
+        limit: int,
+        *,
+        qos: QoSClass = QoSClass.GUARANTEED,
+        annotations: dict[str, str] | None = None,
+    ) -> str:
+        config = kubelet_pod_config(pod, "default", f"uid-{pod}", annotations=annotations, qos=qos)
+        sandbox = self.kubelet.run_pod_sandbox(config)
+        ctr = kubelet_container_config(config, container, milli, limit, 1 << 30)
+        return self.kubelet.create_container(sandbox, ctr, config)
+
+
+@pytest.fixture
+def local_node(machines: Callable[[str], Machine]) -> Iterator[LocalNode]:
+    """desktop-1s-4c-ht (8 CPUs) with the in-process runtime and a recording observer."""
+    runtime = MemoryRuntime()
+    observer = Recorder()
+    agent = NodeAgent(
+        machines("desktop-1s-4c-ht"),
+        PolicyConfig(),
+        InProcessRuntimeAccess(runtime),
+        observer=observer,
+    )
+    agent.start()
+    yield LocalNode(agent, InProcessKubelet(agent, runtime), observer)
+    agent.close()
+
+
+@pytest.fixture
+def sockdir(tmp_path: Path) -> Iterator[Path]:
+    """A short directory for unix sockets (tmp_path can exceed the 107-byte limit)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="na-obs-", dir="/tmp") as d:
+        yield Path(d)
