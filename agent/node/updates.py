@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from agent.node.crashpoints import crash_point
 from agent.relay.backend import BackendError
 from proto import cri_pb2
 
@@ -90,6 +91,7 @@ class Updater:
         """One send, outside the lock; the outcome is recorded under it."""
         try:
             self._send(container_id, owed.resources)
+            crash_point("update-after-runtime")
         except BackendError as err:
             with self._lock:
                 self._sending.discard(container_id)
