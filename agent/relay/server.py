@@ -8,7 +8,8 @@ is handed to its hook, which decides what reaches the runtime.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from typing import Any
 
@@ -37,6 +38,9 @@ STREAMING_METHODS = frozenset(
 
 DEFAULT_MAX_WORKERS = 64
 
+# Told of every call once it ends: (full method name, status code, seconds). Metrics.
+CallObserver = Callable[[str, grpc.StatusCode, float], None]
+
 
 def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
     context.set_trailing_metadata(err.trailing_metadata)
@@ -44,9 +48,12 @@ def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
 
 
 class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, backend: Backend, hooks: Mapping[str, Hook]) -> None:
+    def __init__(
+        self, backend: Backend, hooks: Mapping[str, Hook], observer: CallObserver | None = None
+    ) -> None:
         self._backend = backend
         self._hooks = hooks
+        self._observer = observer
         self._handlers: dict[str, Any] = {}
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
@@ -54,16 +61,49 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         handler = self._handlers.get(method)
         if handler is None:
             # No request_deserializer/response_serializer: handlers see raw bytes.
+            # The one place calls are observed; without an observer, no wrapper at all.
             if method in STREAMING_METHODS:
+                stream = self._stream if self._observer is None else self._observed_stream
                 handler = grpc.unary_stream_rpc_method_handler(
-                    lambda req, ctx: self._stream(method, req, ctx)
+                    lambda req, ctx: stream(method, req, ctx)
                 )
             else:
+                unary = self._unary if self._observer is None else self._observed_unary
                 handler = grpc.unary_unary_rpc_method_handler(
-                    lambda req, ctx: self._unary(method, req, ctx)
+                    lambda req, ctx: unary(method, req, ctx)
                 )
             self._handlers[method] = handler
         return handler
+
+    def _observed_unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+        assert self._observer is not None
+        start = time.perf_counter()
+        try:
+            response = self._unary(method, request, context)
+        except BaseException:
+            # context.abort set the code before raising; anything else is UNKNOWN to the caller.
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            self._observer(method, code, time.perf_counter() - start)
+            raise
+        self._observer(method, grpc.StatusCode.OK, time.perf_counter() - start)
+        return response
+
+    def _observed_stream(
+        self, method: str, request: bytes, context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
+        assert self._observer is not None
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            yield from self._stream(method, request, context)
+        except GeneratorExit:
+            code = grpc.StatusCode.CANCELLED  # the caller went away mid-stream
+            raise
+        except BaseException:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            self._observer(method, code, time.perf_counter() - start)
 
     def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
         metadata = passable(context.invocation_metadata())
@@ -147,6 +187,7 @@ class RelayServer:
         image_endpoint: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
+        observer: CallObserver | None = None,
     ) -> None:
         self.listen = Endpoint.parse(listen_endpoint)
         self.backend = Backend(
@@ -155,6 +196,7 @@ class RelayServer:
         )
         self.hooks: dict[str, Hook] = dict(hooks or {})
         self._max_workers = max_workers
+        self._observer = observer
         self._server: Any = None
         self._inode: int | None = None
 
@@ -172,7 +214,7 @@ class RelayServer:
         temp = listen.prepare(path)
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="relay"),
-            handlers=(_Dispatcher(self.backend, self.hooks),),
+            handlers=(_Dispatcher(self.backend, self.hooks, self._observer),),
             options=CHANNEL_OPTIONS,
         )
         try:
