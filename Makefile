@@ -28,5 +28,10 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Debian package in dist/: the agent in its own venv at /opt/numa-agent, the unit,
+# the default config, the man page (packaging/build_deb.py; needs dpkg-deb, python3.11).
+deb: $(STAMP)
+	$(BIN)/python packaging/build_deb.py --out dist
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
