@@ -46,7 +46,7 @@ from agent.policy.policy import (
     PoolCapacity,
     ResourceExhausted,
 )
-from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.policy.request import AffinityFn, ContainerRequest, CpuKind, Resources, classify
 from agent.relay.backend import BackendError
 from agent.relay.hooks import Forward, Hook, HookAbort
 from agent.state.store import StateError, StateStore
@@ -290,8 +290,11 @@ class NodeAgent:
                     e[1].info.qosclass is not QoSClass.GUARANTEED,
                 )
             )
-            for known, tracked, reported in entries:
-                self._adopt(known, tracked, reported)
+            lost = [t for known, t, reported in entries if self._adopt(known, t, reported)]
+            # CPUs gone offline, newly reserved or claimed twice: placed again only once
+            # every valid claim is in, so they cannot take CPUs another still holds.
+            for tracked in lost:
+                self._place_again(tracked)
             for cid in self._containers:
                 self._want(cid)
             log.info(
@@ -379,14 +382,16 @@ class NodeAgent:
 
     def _adopt(
         self, known: bool, tracked: _Tracked, reported: cri_pb2.LinuxContainerResources
-    ) -> None:
+    ) -> bool:
+        """Take the container in where it runs; True if it wants exclusive CPUs but
+        cannot keep the ones it has (to be placed again)."""
         cid = tracked.info.id
         request = ContainerRequest(cid, tracked.info, resources_of(tracked.linux))
         try:
             decision = self._policy.adopt(request, tracked.cpus, tracked.mems)
         except PlacementError as err:
             log.error("cannot adopt %s (%s): %s", cid, _who(tracked.info), err)
-            return
+            return False
         tracked.cpus, tracked.mems = decision.cpus, decision.mems
         tracked.pool, tracked.exclusive = decision.pool, decision.exclusive
         self._containers[cid] = tracked
@@ -400,6 +405,35 @@ class NodeAgent:
             decision.cpus,
             decision.mems,
         )
+        wanted = classify(request, self.config).kind is CpuKind.EXCLUSIVE
+        return wanted and not decision.exclusive
+
+    def _place_again(self, tracked: _Tracked) -> None:
+        info = tracked.info
+        request = ContainerRequest(
+            info.id, info, resources_of(tracked.linux), _affinity(info, _rules_or_none(info))
+        )
+        try:
+            decision = self._policy.resize(request)
+        except PlacementError as err:
+            log.warning(
+                "%s (%s) cannot keep its exclusive CPUs and no others are free (%s); "
+                "it runs on shared CPUs %s",
+                info.id,
+                _who(info),
+                err,
+                tracked.cpus,
+            )
+            return
+        log.warning(
+            "%s (%s) cannot keep its CPUs (offline, reserved or taken): placed again on %s",
+            info.id,
+            _who(info),
+            decision.cpus,
+        )
+        tracked.cpus, tracked.mems = decision.cpus, decision.mems
+        tracked.pool, tracked.exclusive = decision.pool, decision.exclusive
+        self._apply(decision.updates)
 
     # -- pods -----------------------------------------------------------------
 

@@ -76,9 +76,19 @@ class _Container:
     pid: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A call held inside the runtime: `entered` is set when it arrives, and it
+    proceeds once `release` is set (a slow runtime, for tests of calls in flight)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass(slots=True)
 class _Faults:
     pending: dict[str, list[RuntimeFault]] = field(default_factory=dict)
+    gates: dict[str, list[Gate]] = field(default_factory=dict)
 
 
 def _merge_resources(
@@ -138,6 +148,13 @@ class MemoryRuntime:
                 RuntimeFault(code, details, trailing_metadata)
             )
 
+    def hold_next(self, method: str) -> Gate:
+        """Hold the next call of `method` until the returned gate is released."""
+        gate = Gate()
+        with self._lock:
+            self._faults.gates.setdefault(method, []).append(gate)
+        return gate
+
     def exit_container(self, container_id: str, exit_code: int = 0) -> None:
         """The container's process ended on its own (an init container finishing)."""
         with self._lock:
@@ -152,6 +169,11 @@ class MemoryRuntime:
         with self._lock:
             queue = self._faults.pending.get(method)
             fault = queue.pop(0) if queue else None
+            gates = self._faults.gates.get(method)
+            gate = gates.pop(0) if gates else None
+        if gate is not None:
+            gate.entered.set()
+            gate.release.wait()
         if fault is not None:
             raise fault
 

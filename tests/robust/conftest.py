@@ -1,0 +1,40 @@
+"""Fixtures of the robustness tests: short socket directories, fake machines, the
+in-memory runtime on a unix socket, and an agent site (paths for `numa-agent run`)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.node.conftest import machines, make_node  # noqa: F401  (fixtures shared)
+from tests.robust.harness import RuntimeServer, Site
+from topology.fakesysfs import write_shape
+
+SHAPE = "desktop-1s-4c-ht"  # 8 CPUs: small enough that crashes contend for every one
+
+
+@pytest.fixture
+def sockdir() -> Iterator[Path]:
+    # pytest's tmp_path can exceed the 107-byte unix socket path limit.
+    with tempfile.TemporaryDirectory(prefix="na-rb-", dir="/tmp") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="session")
+def desktop_sysfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_shape(SHAPE, tmp_path_factory.mktemp("sysfs") / SHAPE)
+
+
+@pytest.fixture
+def runtime_server(sockdir: Path) -> Iterator[RuntimeServer]:
+    server = RuntimeServer(sockdir / "rt.sock").up()
+    yield server
+    server.down()
+
+
+@pytest.fixture
+def site(sockdir: Path, desktop_sysfs: Path) -> Site:
+    return Site(sockdir, desktop_sysfs)
