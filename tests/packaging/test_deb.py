@@ -1,0 +1,139 @@
+"""The Debian package on this very host (root, CI): build, install, run, remove, purge.
+
+The package is purged afterwards whatever happened, and the test refuses to run
+where a numa-agent is already installed or has left config or state behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent import __version__
+from agent.config import DEFAULT_CONFIG_PATH, AgentConfig
+from tests.packaging.helpers import ROOT, load_script, require
+
+pytestmark = pytest.mark.root
+
+build_deb = load_script("build_deb")
+UNIT = Path("/lib/systemd/system/numa-agent.service")
+SYSTEMD_ETC = Path("/etc/systemd/system")
+STATE_DIR = Path(AgentConfig().state_dir)
+CONFIG_DIR = Path(DEFAULT_CONFIG_PATH).parent
+
+
+def dpkg_status() -> str:
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", "numa-agent"], capture_output=True, text=True
+    )
+    return result.stdout if result.returncode == 0 else "not-installed"
+
+
+def purge() -> None:
+    subprocess.run(["dpkg", "--purge", "numa-agent"], capture_output=True, check=False)
+
+
+def prerequisites() -> list[str]:
+    missing = [] if os.geteuid() == 0 else ["root"]
+    missing += [f"{tool}" for tool in ("dpkg", "dpkg-deb") if not shutil.which(tool)]
+    if not Path(build_deb.DEFAULT_PYTHON).is_file():
+        missing.append(build_deb.DEFAULT_PYTHON)
+    return missing
+
+
+def systemd_links() -> set[Path]:
+    return {p for p in SYSTEMD_ETC.rglob("numa-agent*") if p.is_symlink() or p.exists()}
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    require(prerequisites(), "the package test")
+    leftovers = [str(p) for p in (CONFIG_DIR, STATE_DIR) if p.exists()]
+    if dpkg_status() != "not-installed" or leftovers or systemd_links():
+        pytest.fail(
+            f"numa-agent is already on this host ({dpkg_status()}; {leftovers}); this test "
+            "would purge it: run it on a clean host (CI) or `dpkg --purge numa-agent` first",
+            pytrace=False,
+        )
+    started = time.monotonic()
+    result = build_deb.build(ROOT, tmp_path_factory.mktemp("deb"))
+    print(f"build: {time.monotonic() - started:.1f} s, {result.deb.stat().st_size} bytes")
+    try:
+        yield result.deb
+    finally:
+        purge()
+
+
+def agent(*args: str) -> str:
+    return subprocess.run(
+        ["/usr/bin/numa-agent", *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def from_source(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+
+
+def test_install_run_remove_purge(deb: Path) -> None:
+    subprocess.run(["dpkg", "--install", str(deb)], capture_output=True, check=True)
+    assert dpkg_status() == "install ok installed"
+
+    # The installed agent is the checkout's agent: same version, same view of the machine.
+    assert agent("--version").strip() == f"numa-agent {__version__}"
+    assert json.loads(agent("topology", "--json")) == json.loads(from_source("topology", "--json"))
+    assert Path(DEFAULT_CONFIG_PATH).read_text() == from_source("config", "--defaults")
+    agent("config", "--config", DEFAULT_CONFIG_PATH)  # the shipped file validates
+    assert UNIT.read_text() == (ROOT / "systemd/numa-agent.service").read_text()
+    page = gzip.decompress(Path("/usr/share/man/man8/numa-agent.8.gz").read_bytes()).decode()
+    assert ".SS numa\\-agent run" in page
+    if shutil.which("systemd-analyze"):  # with the real ExecStart in place
+        check = subprocess.run(
+            ["systemd-analyze", "--man=no", "verify", str(UNIT)], capture_output=True, text=True
+        )
+        assert (check.returncode, check.stderr) == (0, "")
+
+    # Running it wrote nothing dpkg does not know about (bytecode is shipped, valid).
+    listed = set(
+        subprocess.run(["dpkg", "-L", "numa-agent"], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()
+    )
+    on_disk = {str(p) for p in Path(build_deb.PREFIX).rglob("*")}
+    assert on_disk - listed == set()
+
+    # As if the agent had run: state that removal keeps and purge deletes.
+    STATE_DIR.mkdir(mode=0o700)
+    (STATE_DIR / "state.json").write_text("{}")
+    enabled = systemd_links()
+
+    subprocess.run(["dpkg", "--remove", "numa-agent"], capture_output=True, check=True)
+    assert dpkg_status() == "deinstall ok config-files"
+    kept = {DEFAULT_CONFIG_PATH}
+    left = {p for p in listed if os.path.lexists(p) and not os.path.isdir(p)}
+    assert left == kept
+    for gone in (build_deb.PREFIX, "/usr/share/doc/numa-agent", "/usr/bin/numa-agent"):
+        assert not os.path.lexists(gone), gone
+    assert (STATE_DIR / "state.json").exists()
+    # What systemd was told (enable links; a mask so they stay inert) is config too.
+    assert {p.name for p in systemd_links() - enabled} <= {"numa-agent.service"}
+
+    subprocess.run(["dpkg", "--purge", "numa-agent"], capture_output=True, check=True)
+    assert dpkg_status() == "not-installed"
+    for gone in (CONFIG_DIR, STATE_DIR):
+        assert not gone.exists(), gone
+    assert systemd_links() == set()
