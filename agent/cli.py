@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.commands.topology",
     "agent.commands.config",
     "agent.commands.simulate",
+    "agent.commands.status",
+    "agent.commands.check",
 )
 
 

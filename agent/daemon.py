@@ -18,12 +18,18 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from agent import __version__
 from agent.config import AgentConfig, ConfigError, resolve_config
 from agent.criclient import CRIClient, CRIError
+from agent.introspect.document import AgentInfo, status_document
+from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import GrpcRuntimeAccess
+from agent.observe.metrics import AgentMetrics
+from agent.observe.process import process_stats
+from agent.observe.server import MetricsServer, MetricsServerError
 from agent.relay.server import RelayServer
 from agent.sdnotify import notify
 from agent.state import StateStore
@@ -77,6 +83,9 @@ class Daemon:
         self.node: NodeAgent | None = None
         self._runtime: GrpcRuntimeAccess | None = None
         self.relay: RelayServer | None = None
+        self.metrics: AgentMetrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.introspect: IntrospectServer | None = None
 
     def start(self) -> None:
         cfg = self.config
@@ -88,12 +97,14 @@ class Daemon:
         log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
         store = StateStore(cfg.state_dir, machine_fingerprint(machine))
         self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
+        metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
         self.node = NodeAgent(
             machine,
             cfg.policy,
             self._runtime,
             store=store,
             background_updates=True,
+            observer=metrics,
         )
         self.node.start()
         self.relay = RelayServer(
@@ -101,16 +112,32 @@ class Daemon:
             cfg.runtime_endpoint,
             cfg.image_endpoint or None,
             hooks=self.node.relay_hooks(),
+            observer=None if metrics is None else metrics.observe_call,
         )
         self.relay.start()
         if cfg.socket_group:
             shutil.chown(self.relay.path, group=cfg.socket_group)
+        self.introspect = IntrospectServer(status_socket_path(cfg.listen), self.status)
+        self.introspect.start()
+        if metrics is not None:
+            metrics.watch(self.node)
+            try:
+                self.metrics_server = MetricsServer(cfg.metrics_address, metrics.registry)
+            except MetricsServerError as err:
+                raise StartupError(str(err)) from err
+            log.info("metrics on http://%s/metrics", cfg.metrics_address)
         notify("READY=1")
         log.info("serving CRI on %s (pid %d)", self.relay.path, os.getpid())
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Stop accepting, finish calls in flight, write state, remove the socket."""
         notify("STOPPING=1")
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+            self.metrics_server = None
+        if self.introspect is not None:
+            self.introspect.stop()
+            self.introspect = None
         if self.relay is not None:
             self.relay.stop(grace)
             self.relay = None
@@ -121,6 +148,23 @@ class Daemon:
             self._runtime.close()
             self._runtime = None
         log.info("stopped")
+
+    def status(self) -> dict[str, Any]:
+        """The document `numa-agent status` prints (served on the introspection socket)."""
+        node, machine, cfg = self.node, self.machine, self.config
+        if node is None or machine is None:
+            raise RuntimeError("the agent is starting or stopping; ask again")
+        info = AgentInfo(
+            version=__version__,
+            runtime_endpoint=cfg.runtime_endpoint,
+            listen=cfg.listen,
+            metrics_address=cfg.metrics_address,
+            pending_updates=node.pending_updates(),
+            process=process_stats(),
+        )
+        return status_document(
+            info, machine, cfg.policy.reserved_cpus, node.placements(), node.capacity(), time.time()
+        )
 
     def reload(self) -> None:
         """SIGHUP: re-read the configuration file; a bad one is refused and the old one stays.

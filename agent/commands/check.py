@@ -1,0 +1,157 @@
+"""`numa-agent check POD.yaml`: would the agent accept this pod's affinity annotations,
+and (--simulate) where would its containers land on this node?"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agent.affinity import AnnotationError, parse_pod_affinities
+from agent.commands.options import add_config_flags, overrides
+from agent.config import ConfigError, resolve_config
+from agent.manifest import ManifestError, Workload, load_manifests
+from agent.policy.config import PolicyConfig
+from agent.simulate.driver import SimulationError, SimulationResult, run_scenario
+from agent.simulate.output import render_text
+from agent.simulate.scenario import CreatePod, PodSpec, Scenario, SysfsTopology, pod_uid
+from topology.sysfs import read_machine
+from topology.tree import Machine
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    errors: tuple[str, ...]  # what kubelet would get back: the agent's refusal messages
+    warnings: tuple[str, ...]
+    named: tuple[str, ...]  # containers the annotations name
+
+
+def check_affinities(pod: PodSpec) -> Findings:
+    """The agent's verdict on each container of the pod, plus what looks wrong but passes."""
+    parsed = parse_pod_affinities(pod.annotations)
+    containers = [c.name for c in (*pod.init_containers, *pod.containers)]
+    errors: list[str] = []
+    for name in containers:
+        try:
+            parsed.rules_for(name)
+        except AnnotationError as err:
+            # The message the agent puts in its INVALID_ARGUMENT refusal (NodeAgent._rules).
+            errors.append(f"cannot place container {name!r} of pod {pod.key}: {err}")
+    named = sorted({*parsed.rules, *parsed.container_errors})
+    warnings = [
+        f"the annotations name container {name!r}, which this pod does not have "
+        f"(containers: {', '.join(containers)}); its rules apply to nothing"
+        for name in named
+        if name not in containers
+    ]
+    warnings.extend(
+        f"{err} (container {name!r} is not in this pod, so the agent never reads it)"
+        for name, errs in parsed.container_errors.items()
+        if name not in containers
+        for err in errs
+    )
+    return Findings(tuple(errors), tuple(warnings), tuple(named))
+
+
+def replica_pods(workload: Workload) -> tuple[PodSpec, ...]:
+    """The pods a workload makes; replicas get -0, -1, ... suffixes and their own UIDs."""
+    pod = workload.pod
+    if workload.kind == "Pod" or workload.replicas == 1:
+        return (pod,)
+    return tuple(
+        replace(pod, name=f"{pod.name}-{i}", uid=pod_uid(pod.namespace, f"{pod.name}-{i}"))
+        for i in range(workload.replicas)
+    )
+
+
+def simulate(
+    workloads: tuple[Workload, ...],
+    machine: Machine,
+    config: PolicyConfig,
+    sysfs_root: str,
+    source: str = "check",
+) -> SimulationResult:
+    pods = tuple(p for w in workloads for p in replica_pods(w))
+    scenario = Scenario(
+        source=source,
+        description="",
+        topology=SysfsTopology(Path(sysfs_root)),
+        config=config,
+        pods=pods,
+        events=tuple(CreatePod(p.key) for p in pods),
+    )
+    return run_scenario(scenario, machine)
+
+
+def _report(workload: Workload, findings: Findings) -> list[str]:
+    pod = workload.pod
+    what = f"{workload.kind} {pod.key}"
+    if workload.kind != "Pod":
+        what += f" ({workload.replicas} replica{'s' if workload.replicas != 1 else ''})"
+    lines = [what]
+    init = ", ".join(c.name for c in pod.init_containers)
+    lines.append(
+        f"  containers: {', '.join(c.name for c in pod.containers)}"
+        + (f"; init containers: {init}" if init else "")
+        + f"; QoS {pod.qos}"
+    )
+    if findings.named:
+        lines.append(f"  affinity annotations name: {', '.join(findings.named)}")
+    else:
+        lines.append("  no affinity annotations")
+    lines.extend(f"  warning: {w}" for w in findings.warnings)
+    lines.extend(f"  error: {e}" for e in findings.errors)
+    if not findings.errors:
+        lines.append("  ok: the agent accepts the annotations for every container")
+    return lines
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        workloads = load_manifests(args.manifest)
+        config = resolve_config(args.config, overrides(args))
+    except (ManifestError, ConfigError) as err:
+        print(f"numa-agent check: {err}", file=sys.stderr)
+        return 2
+    failed = False
+    lines: list[str] = []
+    for workload in workloads:
+        findings = check_affinities(workload.pod)
+        failed = failed or bool(findings.errors)
+        lines.extend(_report(workload, findings))
+    print("\n".join(lines))
+    if args.simulate:
+        try:
+            machine = read_machine(config.sysfs_root, cpu_info=False)
+        except (OSError, ValueError) as err:
+            print(f"numa-agent check: cannot read {config.sysfs_root}: {err}", file=sys.stderr)
+            return 2
+        try:
+            result = simulate(workloads, machine, config.policy, config.sysfs_root, args.manifest)
+        except SimulationError as err:
+            print(f"numa-agent check: simulation failed: {err}", file=sys.stderr)
+            return 2
+        print(f"\nwhere they would land on an empty {config.sysfs_root} machine:")
+        print(render_text(result), end="")
+        failed = failed or bool(result.errors)
+    return 1 if failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="check a pod manifest's affinity annotations (and simulate where it lands)",
+        description="Read a Kubernetes manifest (Pod, or the pod template of a Deployment, "
+        "StatefulSet, DaemonSet, ReplicaSet or Job) and say whether the agent would accept its "
+        "affinity annotations, with the agent's own error messages. --simulate also places the "
+        "pod (every replica) on an empty copy of this machine (or of --sysfs-root) with the "
+        "configured policy. Exit 0: accepted; 1: an annotation (or, with --simulate, a "
+        "placement) would be refused; 2: the manifest or configuration cannot be read.",
+    )
+    parser.add_argument("manifest", metavar="POD.yaml", help="the manifest to check")
+    parser.add_argument(
+        "--simulate", action="store_true", help="also show where the containers would land"
+    )
+    add_config_flags(parser)
+    parser.set_defaults(func=_check)

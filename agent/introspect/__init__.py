@@ -1,0 +1,3 @@
+"""`numa-agent status`: the running agent answers over a root-only unix socket next to
+its CRI socket. document.py builds the JSON, render.py prints it for people,
+server.py serves it (JSON over HTTP on AF_UNIX), client.py asks for it."""

@@ -1,0 +1,103 @@
+"""The status document: agent info, the pool tree with each pool's capacity and
+containers, and the reserved CPUs; a plain JSON-able dict, built by pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.node.agent import Placement
+from agent.observe.process import ProcessStats
+from agent.policy.policy import PoolCapacity
+from agent.policy.pools import build_pools
+from topology.cpuset import CPUSet
+from topology.tree import Machine
+
+DOCUMENT_VERSION = 1
+RESERVED_POOL = "reserved"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    version: str
+    runtime_endpoint: str
+    listen: str
+    metrics_address: str  # "" = metrics off
+    pending_updates: int
+    process: ProcessStats
+
+
+def _container(p: Placement) -> dict[str, Any]:
+    return {
+        "namespace": p.namespace,
+        "pod": p.pod,
+        "name": p.name,
+        "container_id": p.container_id,
+        "cpuset_cpus": p.cpuset_cpus,
+        "cpuset_mems": p.cpuset_mems,
+        "exclusive": p.exclusive,
+    }
+
+
+def status_document(
+    info: AgentInfo,
+    machine: Machine,
+    reserved_cpus: CPUSet,
+    placements: Sequence[Placement],
+    capacity: Sequence[PoolCapacity],
+    now: float,
+) -> dict[str, Any]:
+    """Everything `numa-agent status` shows; `now` is Unix time (for the uptime)."""
+    all_pools = build_pools(machine).pools
+    tree = {pool.name: pool for pool in all_pools}
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for placement in placements:
+        by_pool.setdefault(placement.pool, []).append(_container(placement))
+    pools = []
+    for cap in capacity:
+        pool = tree[cap.pool]
+        pools.append(
+            {
+                "name": cap.pool,
+                "parent": None if pool.parent is None else all_pools[pool.parent].name,
+                "depth": pool.depth,
+                "cpus": str(cap.cpus),
+                "numa_nodes": list(pool.numa_nodes),
+                "exclusive_cpus": str(cap.exclusive),
+                "exclusive_free": cap.exclusive_free,
+                "isolated_free": cap.isolated_free,
+                "shared_cpus": str(cap.shared),
+                "shared_milli_used": cap.shared_milli_used,
+                "shared_milli_free": cap.shared_milli_free,
+                "memory_bytes": cap.memory_bytes,
+                "memory_used_bytes": cap.memory_used_bytes,
+                "containers": by_pool.pop(cap.pool, []),
+            }
+        )
+    proc = info.process
+    return {
+        "version": DOCUMENT_VERSION,
+        "agent": {
+            "version": info.version,
+            "pid": proc.pid,
+            "uptime_seconds": round(max(now - proc.started, 0.0), 1),
+            "runtime_endpoint": info.runtime_endpoint,
+            "listen": info.listen,
+            "metrics_address": info.metrics_address,
+            "pending_updates": info.pending_updates,
+            "cpu_seconds": round(proc.cpu_seconds, 2),
+            "rss_bytes": proc.rss_bytes,
+        },
+        "machine": {
+            "cpus": str(machine.cpus),
+            "sockets": len(machine.sockets),
+            "numa_nodes": len(list(machine.iter_numa_nodes())),
+            "isolated_cpus": str(machine.isolated),
+            "reserved_cpus": str(reserved_cpus),
+        },
+        "pools": pools,
+        "reserved": {"cpus": str(reserved_cpus), "containers": by_pool.pop(RESERVED_POOL, [])},
+        # Books naming a pool this machine does not have (should never happen): still shown.
+        "unknown_pools": {name: containers for name, containers in sorted(by_pool.items())},
+    }

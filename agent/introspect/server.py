@@ -1,0 +1,116 @@
+"""The introspection endpoint: JSON over HTTP on a unix socket, mode 0600 (root only).
+
+HTTP rather than a custom line protocol so an operator can also ask with
+`curl --unix-socket PATH http://agent/status`, and rather than gRPC so the
+client needs nothing generated; both ends are the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socketserver
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+from agent.config import socket_path
+from agent.relay import listen
+
+log = logging.getLogger(__name__)
+
+STATUS_PATH = "/status"
+SOCKET_MODE = 0o600
+
+# Builds the status document; called on a server thread for every request.
+StatusProvider = Callable[[], dict[str, Any]]
+
+
+def status_socket_path(listen_endpoint: str) -> Path:
+    """Next to the CRI socket: `numa-agent.sock` -> `numa-agent-status.sock`."""
+    cri = Path(socket_path(listen_endpoint))
+    return cri.with_name(f"{cri.stem}-status.sock")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _UnixHTTPServer
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] != STATUS_PATH:
+            self._send(404, {"error": f"no such path {self.path!r}; ask {STATUS_PATH}"})
+            return
+        try:
+            document = self.server.provider()
+        except (RuntimeError, ValueError, OSError) as err:
+            log.error("status request failed: %s", err)
+            self._send(500, {"error": str(err)})
+            return
+        self._send(200, document)
+
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def address_string(self) -> str:
+        return "local"  # unix socket peers have no address
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("status endpoint: " + format, *args)
+
+
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, provider: StatusProvider) -> None:
+        self.provider = provider
+        super().__init__(path, _Handler)
+
+
+class IntrospectServer:
+    """Serves `provider()` at GET /status on `path`; start() returns once it answers."""
+
+    def __init__(self, path: Path, provider: StatusProvider) -> None:
+        self.path = path
+        self._provider = provider
+        self._server: _UnixHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._inode: int | None = None
+
+    def start(self) -> None:
+        """Raises listen.SocketInUseError if an agent answers there, ListenError otherwise."""
+        temp = listen.prepare(self.path)
+        try:
+            server = _UnixHTTPServer(str(temp), self._provider)
+        except OSError as err:
+            raise listen.ListenError(f"{temp}: cannot bind the status socket: {err}") from err
+        try:
+            os.chmod(temp, SOCKET_MODE)  # before it has its name: never readable by others
+            os.replace(temp, self.path)
+            self._inode = self.path.lstat().st_ino
+        except OSError as err:
+            server.server_close()
+            raise listen.ListenError(
+                f"{self.path}: cannot publish the status socket: {err}"
+            ) from err
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="introspect", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._inode is not None:
+            listen.withdraw(self.path, self._inode)
+            self._inode = None
