@@ -21,6 +21,7 @@ import pytest
 from agent import __version__
 from agent.config import DEFAULT_CONFIG_PATH, AgentConfig
 from tests.packaging.helpers import ROOT, load_script, require
+from tests.packaging.readme import install_section, packaged_paths
 
 pytestmark = pytest.mark.root
 
@@ -106,6 +107,10 @@ def test_install_run_remove_purge(deb: Path) -> None:
             ["systemd-analyze", "--man=no", "verify", str(UNIT)], capture_output=True, text=True
         )
         assert (check.returncode, check.stderr) == (0, "")
+
+    # Every installed path the README's install section names is there.
+    for path in packaged_paths(install_section()):
+        assert os.path.lexists(path), f"README names {path}, the package did not install it"
 
     # Running it wrote nothing dpkg does not know about (bytecode is shipped, valid).
     listed = set(
