@@ -24,6 +24,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Relay cost, placement speed and quality; tables on stdout, JSON in bench-results/.
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks --out bench-results
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .

@@ -1,0 +1,1 @@
+"""Benchmarks: what the relay costs, how fast and how good placement is (`make bench`)."""
