@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 STATUS_PATH = "/status"
 SOCKET_MODE = 0o600
+POLL_S = 0.05  # how often the serving loop looks for a stop request
 
 # Builds the status document; called on a server thread for every request.
 StatusProvider = Callable[[], dict[str, Any]]
@@ -100,7 +101,9 @@ class IntrospectServer:
                 f"{self.path}: cannot publish the status socket: {err}"
             ) from err
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="introspect", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(POLL_S,), name="introspect", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
