@@ -175,8 +175,14 @@ def control(version: str, arch: str, python: str, installed_kib: int) -> str:
     )
 
 
-def build(source: Path, out_dir: Path, python: str = DEFAULT_PYTHON) -> BuildResult:
-    """Build the package from the checkout `source` into `out_dir`; returns the .deb."""
+def build(
+    source: Path, out_dir: Path, python: str = DEFAULT_PYTHON, xz_level: int = 6
+) -> BuildResult:
+    """Build the package from the checkout `source` into `out_dir`; returns the .deb.
+
+    xz level 6 makes the smallest file but takes most of the build's time;
+    level 1 is about ten times faster for 15% more bytes (what the tests use).
+    """
     started = time.monotonic()
     if not Path(python).is_file():
         raise BuildError(f"interpreter {python} not found: the venv's python links to it")
@@ -225,7 +231,7 @@ def build(source: Path, out_dir: Path, python: str = DEFAULT_PYTHON) -> BuildRes
         out_dir.mkdir(parents=True, exist_ok=True)
         deb = out_dir / f"{PACKAGE}_{version}_{arch}.deb"
         run(
-            ["dpkg-deb", "--root-owner-group", "-Zxz", "-z6", "--build", stage, deb],
+            ["dpkg-deb", "--root-owner-group", "-Zxz", f"-z{xz_level}", "--build", stage, deb],
             "dpkg-deb",
         )
     return BuildResult(deb, version, time.monotonic() - started)
@@ -242,9 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--source", default=str(Path(__file__).resolve().parent.parent), help="the checkout"
     )
+    parser.add_argument(
+        "--xz-level", type=int, default=6, choices=range(10), help="compression (default 6)"
+    )
     args = parser.parse_args(argv)
     try:
-        result = build(Path(args.source), Path(args.out), args.python)
+        result = build(Path(args.source), Path(args.out), args.python, args.xz_level)
     except BuildError as err:
         print(f"build_deb: {err}", file=sys.stderr)
         return 1
