@@ -158,7 +158,9 @@ class Daemon:
             version=__version__,
             runtime_endpoint=cfg.runtime_endpoint,
             listen=cfg.listen,
-            metrics_address=cfg.metrics_address,
+            metrics_address=(
+                "{}:{}".format(*self.metrics_server.address) if self.metrics_server else ""
+            ),
             pending_updates=node.pending_updates(),
             process=process_stats(),
         )
