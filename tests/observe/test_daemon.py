@@ -5,6 +5,7 @@ and `numa-agent status` asking it over its introspection socket."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 import tempfile
 import time
@@ -208,3 +209,19 @@ def test_status_without_an_agent_says_so(sockdir: Path, capsys: pytest.CaptureFi
     assert main(["status", "--listen", str(sockdir / "numa-agent.sock")]) == 1
     err = capsys.readouterr().err
     assert "no agent answers on" in err and "numa-agent-status.sock" in err
+
+
+def test_documented_metrics_are_the_served_ones(running: Running) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    documented = set(re.findall(r"^\| `(numa_agent_\w+)` \|", doc, re.MULTILINE))
+    with CRIClient(str(running.listen), timeout=5) as client:
+        client.version()
+        pod(client, "db", 1000, QoSClass.GUARANTEED)
+    served = set()
+    for name, _labels in running.scrape():
+        if name.endswith("_created"):
+            continue  # prometheus_client's creation stamps, not metrics of ours
+        for suffix in ("_bucket", "_count", "_sum"):
+            name = name.removesuffix(suffix)
+        served.add(name)
+    assert documented == served
