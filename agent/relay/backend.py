@@ -22,6 +22,15 @@ CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", -1),
 )
 
+# Towards the runtime only: gRPC's reconnect backoff grows to 2 minutes, so after a
+# long containerd outage the relay would keep failing calls long after it is back.
+RUNTIME_CHANNEL_OPTIONS = (
+    *CHANNEL_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
 # gRPC reports "no deadline" as a huge time_remaining(); anything beyond this is none.
 NO_DEADLINE_S = 1e8
 
@@ -83,7 +92,7 @@ class _Channel:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self.channel = grpc.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+        self.channel = grpc.insecure_channel(endpoint.target, options=RUNTIME_CHANNEL_OPTIONS)
         self._unary: dict[str, Any] = {}
         self._stream: dict[str, Any] = {}
         self._lock = threading.Lock()

@@ -73,17 +73,22 @@ class Agent:
     state_file: Path
 
     def wait_message(self, expected: bytes) -> None:
+        """Until systemd's socket receives `expected`; fails at once if the agent exits."""
+        give_up = time.monotonic() + READY_TIMEOUT_S
         while True:
             try:
-                message = self.notify.recv(256)
+                if self.notify.recv(256) == expected:
+                    return
+                continue
             except TimeoutError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > give_up:
                 self.proc.kill()
                 _, err = self.proc.communicate()
                 raise AssertionError(
-                    f"no {expected!r} from the agent; stderr:\n{err.decode()[-4000:]}"
-                ) from None
-            if message == expected:
-                return
+                    f"no {expected!r} from the agent (exit {self.proc.returncode}); "
+                    f"stderr:\n{err.decode()[-4000:]}"
+                )
 
     def client(self, timeout: float = 10.0) -> CRIClient:
         return CRIClient(str(self.listen), timeout=timeout)
@@ -138,7 +143,7 @@ class Site:
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify_path = self.base / f"n-{uuid.uuid4().hex[:6]}"
         notify.bind(str(notify_path))
-        notify.settimeout(READY_TIMEOUT_S)
+        notify.settimeout(0.1)
         config = self.base / "config.yaml"
         config.write_text(self.config_text)
         cmd = [
@@ -169,12 +174,15 @@ def run_pod(client: CRIClient, name: str, qos: QoSClass = QoSClass.GUARANTEED) -
     return client.run_pod_sandbox(pod), pod
 
 
-def create(client: CRIClient, sandbox: str, pod: Any, name: str, cpus: int) -> str:
+def create(
+    client: CRIClient, sandbox: str, pod: Any, name: str, cpus: int, *, start: bool = True
+) -> str:
     """A Guaranteed container with `cpus` whole CPUs (0: BestEffort), started."""
     milli = cpus * 1000
     config = kubelet_container_config(pod, name, milli, milli, (1 << 30) if cpus else 0)
     cid = client.create_container(sandbox, config, pod)
-    client.start_container(cid)
+    if start:
+        client.start_container(cid)
     return cid
 
 

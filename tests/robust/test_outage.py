@@ -1,0 +1,140 @@
+"""The runtime goes down and comes back (containerd restarting): calls fail fast
+with UNAVAILABLE naming the runtime, the agent keeps serving and reconnects by
+itself, and the cpuset updates owed meanwhile land once the runtime is back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from agent.criclient import CRIClient, CRIError
+from agent.node.agent import NodeAgent
+from agent.node.runtime_access import GrpcRuntimeAccess
+from agent.policy.config import PolicyConfig
+from agent.relay.server import RelayServer
+from agent.workload import QoSClass
+from proto import cri_pb2
+from tests.robust.harness import RuntimeServer, create, live, run_pod, wait_until
+from topology.cpuset import CPUSet
+from topology.sysfs import read_machine
+
+USABLE = CPUSet.range(1, 7)  # desktop-1s-4c-ht with reserved_cpus '0'
+
+
+@dataclass
+class Stack:
+    server: RuntimeServer
+    node: NodeAgent
+    relay: RelayServer
+    client: CRIClient
+
+
+@pytest.fixture
+def stack(sockdir: Path, desktop_sysfs: Path) -> Iterator[Stack]:
+    """kubelet -> relay + node agent (in this process, real sockets) -> runtime."""
+    server = RuntimeServer(sockdir / "rt.sock").up()
+    access = GrpcRuntimeAccess(server.endpoint, timeout=5)
+    node = NodeAgent(
+        read_machine(desktop_sysfs, cpu_info=False),
+        PolicyConfig.from_mapping({"reserved_cpus": "0"}),
+        access,
+        background_updates=True,
+    )
+    node.start()
+    relay = RelayServer(str(sockdir / "agent.sock"), server.endpoint, hooks=node.relay_hooks())
+    relay.start()
+    client = CRIClient(relay.path, timeout=5)
+    yield Stack(server, node, relay, client)
+    client.close()
+    relay.stop(0)
+    node.close()
+    access.close()
+    server.down()
+
+
+def _unavailable(call: object, endpoint: str) -> float:
+    """Make the call; it must fail with UNAVAILABLE naming `endpoint`. Returns seconds taken."""
+    start = time.monotonic()
+    with pytest.raises(CRIError) as err:
+        call()  # type: ignore[operator]
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE, err.value
+    assert endpoint in err.value.details, err.value.details
+    return time.monotonic() - start
+
+
+def test_runtime_restart_mid_placement(stack: Stack) -> None:
+    client, runtime = stack.client, stack.server.runtime
+    sandbox, pod = run_pod(client, "batch", QoSClass.BESTEFFORT)
+    batch = create(client, sandbox, pod, "batch", 0)
+    db_sandbox, db_pod = run_pod(client, "db")
+    db = create(client, db_sandbox, db_pod, "db", 2)
+    late_sandbox, late_pod = run_pod(client, "late")
+    db_cpus = live(runtime)[db]
+    assert len(db_cpus) == 2 and live(runtime)[batch] == USABLE - db_cpus
+
+    # The runtime starts shutting down while it stops db: that call completes, and
+    # the update giving db's CPUs back to batch finds the runtime gone.
+    gate = runtime.hold_next("StopContainer")
+    stopping = threading.Thread(target=client.stop_container, args=(db,))
+    stopping.start()
+    assert gate.entered.wait(5)
+    down = threading.Thread(target=stack.server.down, kwargs={"grace": 10})
+    down.start()
+    wait_until(lambda: not stack.server.path.exists(), 5, "the runtime to stop accepting")
+    gate.release.set()
+    down.join(10)
+    stopping.join(10)
+    assert (
+        runtime.container_status(cri_pb2.ContainerStatusRequest(container_id=db)).status.state
+        == cri_pb2.CONTAINER_EXITED
+    ), "the call in flight at the runtime completed"
+    wait_until(lambda: stack.node.pending_updates() == 1, 5, "the update to batch to be owed")
+
+    # Down: every call fails fast with UNAVAILABLE naming the runtime; the agent serves.
+    for call in (client.version, client.list_containers, lambda: client.container_status(db)):
+        assert _unavailable(call, stack.server.endpoint) < 4.0  # not the 5 s deadline
+    # A create the runtime cannot take gives its CPUs back at once.
+    before = stack.node.placements()
+    _unavailable(lambda: create(client, late_sandbox, late_pod, "late", 2), stack.server.endpoint)
+    assert stack.node.placements() == before
+    assert stack.node.pending_updates() == 1
+    assert live(runtime)[batch] == USABLE - db_cpus  # not yet told
+
+    # Back, with the same pods and containers: the agent reconnects by itself and
+    # the owed update lands.
+    stack.server.up()
+    wait_until(lambda: stack.node.pending_updates() == 0, 15, "the owed update to land")
+    assert live(runtime)[batch] == USABLE
+    assert client.version().runtime_name
+    assert [p.cpuset_cpus for p in stack.node.placements()] == [str(USABLE)]
+
+
+def test_reconnects_promptly_after_a_long_outage(stack: Stack) -> None:
+    """gRPC's own reconnect backoff grows towards 2 minutes; after 10 s down it would
+    already wait ~4-6 s more. The relay caps it at 1 s, so kubelet's calls work
+    again about as soon as the runtime is back."""
+    client = stack.client
+    stack.server.down()
+    give_up = time.monotonic() + 10.0
+    while time.monotonic() < give_up:  # kubelet keeps calling (once a second)
+        _unavailable(client.version, stack.server.endpoint)
+        time.sleep(0.5)
+    stack.server.up()
+    back = time.monotonic()
+    wait_until(lambda: _answers(client), 30, "the relay to reach the runtime again")
+    assert time.monotonic() - back < 3.0
+
+
+def _answers(client: CRIClient) -> bool:
+    try:
+        client.version()
+    except CRIError as err:
+        assert err.code == grpc.StatusCode.UNAVAILABLE, err
+        return False
+    return True
