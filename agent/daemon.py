@@ -90,7 +90,9 @@ class Daemon:
     def start(self) -> None:
         cfg = self.config
         try:
-            machine = self.machine = read_machine(cfg.sysfs_root)
+            # No py-cpuinfo here: placement needs no CPU model, and it spawns helpers
+            # and runs CPUID code; `numa-agent topology` shows the model.
+            machine = self.machine = read_machine(cfg.sysfs_root, cpu_info=False)
         except ValueError as err:
             raise StartupError(f"cannot read the machine's topology: {err}") from err
         runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
