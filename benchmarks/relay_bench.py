@@ -149,7 +149,8 @@ def start_agent(base: Path, runtime_endpoint: str, sysfs: Path) -> Process:
 
 
 class Pods:
-    """Pod starts as kubelet makes them; remembers what it started, for cleanup."""
+    """Pod starts as kubelet makes them (Burstable, 10m: 500 fit on a 2-CPU host);
+    remembers what it started, for cleanup."""
 
     def __init__(self, client: CRIClient, image: str, log_root: str, cgroupfs: bool) -> None:
         self.client = client
@@ -174,7 +175,7 @@ class Pods:
         ids = []
         for c in range(containers):
             spec = kubelet_container_config(
-                config, f"c{c}", 100, 0, image=self.image, command=["/bin/sleep", "3600"]
+                config, f"c{c}", 10, 0, image=self.image, command=["/bin/sleep", "3600"]
             )
             cid = self.client.create_container(sandbox, spec, config)
             self.client.start_container(cid)
