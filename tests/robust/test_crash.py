@@ -62,13 +62,16 @@ def _remove_db(client: CRIClient) -> None:
     client.remove_container(db.id)
 
 
-# point -> what kubelet does that passes it
-ACTIONS: dict[str, Callable[[CRIClient], None]] = {
-    "create-after-decision": _create_new,
-    "create-after-runtime": _create_new,
-    "create-after-save": _create_new,
-    "remove-after-runtime": _remove_db,
-    "update-after-runtime": _create_new,  # batch is moved off the new exclusive CPUs
+BEFORE, WITH_NEW = frozenset({"batch", "db"}), frozenset({"batch", "db", "new"})
+# point -> what kubelet does that passes it, and which containers may run after
+ACTIONS: dict[str, tuple[Callable[[CRIClient], None], set[frozenset[str]]]] = {
+    "create-after-decision": (_create_new, {BEFORE}),  # never reached the runtime
+    "create-after-runtime": (_create_new, {WITH_NEW}),  # adopted at restart
+    "create-after-save": (_create_new, {WITH_NEW}),
+    "remove-after-runtime": (_remove_db, {frozenset({"batch"})}),  # forgotten at restart
+    # Moving batch off the new CPUs is sent while the create is being forwarded:
+    # the agent may die before or after the runtime got the create.
+    "update-after-runtime": (_create_new, {BEFORE, WITH_NEW}),
 }
 
 
@@ -86,13 +89,18 @@ def test_kill_at_injected_points(point: str, site: Site, runtime_server: Runtime
     # The agent dies under the call: kubelet sees UNAVAILABLE (or, for a
     # background update, the call itself succeeded first).
     with armed.client() as client, contextlib.suppress(CRIError):
-        ACTIONS[point](client)
+        ACTIONS[point][0](client)
     code, _ = armed.died()
     assert code == -signal.SIGKILL, f"{point}: the crash point was never reached"
 
     agent = site.start(runtime_server.endpoint)
     try:
         assert_books_sound(agent, runtime_server, point)
+        state = agent.state()["containers"]
+        running = frozenset(e["info"]["name"] for e in state.values())
+        assert running in ACTIONS[point][1], (point, running)
+        exclusive = {e["info"]["name"] for e in state.values() if e["exclusive"]}
+        assert exclusive == running - {"batch"}, point
     finally:
         assert agent.stop()[0] == 0
 
