@@ -71,6 +71,13 @@ class Agent:
     notify: socket.socket
     listen: Path
     state_file: Path
+    log: Path  # the agent's stderr
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_log(self, text: str, timeout: float = 10.0) -> None:
+        wait_until(lambda: text in self.stderr(), timeout, f"{text!r} in the agent's log")
 
     def wait_message(self, expected: bytes) -> None:
         """Until systemd's socket receives `expected`; fails at once if the agent exits."""
@@ -84,10 +91,10 @@ class Agent:
                 pass
             if self.proc.poll() is not None or time.monotonic() > give_up:
                 self.proc.kill()
-                _, err = self.proc.communicate()
+                self.proc.wait()
                 raise AssertionError(
                     f"no {expected!r} from the agent (exit {self.proc.returncode}); "
-                    f"stderr:\n{err.decode()[-4000:]}"
+                    f"stderr:\n{self.stderr()[-4000:]}"
                 )
 
     def client(self, timeout: float = 10.0) -> CRIClient:
@@ -95,21 +102,17 @@ class Agent:
 
     def stop(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=30)
-        self.notify.close()
-        return self.proc.returncode, err.decode()
+        return self.died()
 
     def kill9(self) -> str:
         self.proc.kill()
-        _, err = self.proc.communicate(timeout=30)
-        self.notify.close()
-        return err.decode()
+        return self.died()[1]
 
     def died(self, timeout: float = 30.0) -> tuple[int, str]:
-        """Wait for the process to end by itself (an injected crash)."""
-        _, err = self.proc.communicate(timeout=timeout)
+        """Wait for the process to end (by itself: an injected crash); (exit code, stderr)."""
+        self.proc.wait(timeout=timeout)
         self.notify.close()
-        return self.proc.returncode, err.decode()
+        return self.proc.returncode, self.stderr()
 
     def state(self) -> dict[str, Any]:
         payload: dict[str, Any] = json.loads(self.state_file.read_text())["payload"]
@@ -159,8 +162,12 @@ class Site:
         full_env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
         full_env.update(env or {})
         full_env["NOTIFY_SOCKET"] = str(notify_path)
-        proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        agent = Agent(proc, notify, self.listen, self.state_dir / "state.json")
+        log = self.base / f"agent-{notify_path.name}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=stderr, close_fds=True
+            )
+        agent = Agent(proc, notify, self.listen, self.state_dir / "state.json", log)
         if wait:
             agent.wait_message(b"READY=1")
         return agent
