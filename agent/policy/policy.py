@@ -24,6 +24,7 @@ from agent.policy.explain import Candidate, explain
 from agent.policy.pools import Pool, PoolTree, build_pools
 from agent.policy.request import ContainerRequest, CpuKind, Need, classify
 from topology.cpuset import CPUSet, CPUSetError
+from topology.render import format_bytes
 from topology.tree import Machine
 
 __all__ = [
@@ -478,7 +479,7 @@ class Policy:
         after = self._taken | pick.mask
         usable = self._online & ~(after | self._reserved | self._isolated)
         if usable == 0:
-            return "would take the machine's last shared CPU"
+            return "would take the machine's last shared CPU (one always stays shared)"
         for q, q_mask in enumerate(self._masks):
             if not q_mask & pick.mask:
                 continue
@@ -497,13 +498,16 @@ class Policy:
     def _exhausted(self, need: Need, rejected: list[tuple[Pool, str]]) -> str:
         reasons = {pool.index: reason for pool, reason in rejected}
         root = reasons.get(0)
+        # Memory is named with the request, in units a person reads, so the
+        # reason after "machine:" is not mistaken for part of the CPU count.
+        memory = f" with {format_bytes(need.memory_bytes)} of memory" if need.memory_bytes else ""
         if need.kind is CpuKind.EXCLUSIVE:
             ordinary, isolated = self._exclusive_free(need)
             free = ordinary | isolated
             per_node = max((free & m).bit_count() for _, m in self._node_masks)
             text = (
-                f"requested {need.exclusive_cpus} exclusive CPUs, at most {per_node} free in "
-                f"any NUMA node; {free.bit_count()} free in total"
+                f"requested {need.exclusive_cpus} exclusive CPUs{memory}, at most {per_node} "
+                f"free in any NUMA node; {free.bit_count()} free in total"
             )
         else:
             shared_now = self._shared_counts()
@@ -512,11 +516,9 @@ class Policy:
                 for i in range(len(self._pools))
             )
             text = (
-                f"requested {need.milli_cpu}m of shared CPU, at most {max(best, 0)}m free "
-                "in any pool"
+                f"requested {need.milli_cpu}m of shared CPU{memory}, at most {max(best, 0)}m "
+                "free in any pool"
             )
-        if need.memory_bytes:
-            text += f" and {need.memory_bytes} bytes of memory"
         if root is not None:
             text += f"; machine: {root}"
         return text
