@@ -67,14 +67,16 @@ class StateStore:
 
     def save(self, payload: Mapping[str, Any]) -> None:
         """Write atomically and durably; raises StateError naming the path on failure."""
+        # The payload is encoded once, compactly (json's fast C encoder), and the
+        # document is assembled around that text: this runs on every placement.
         payload_text = _canonical(payload)
-        document = {
-            "schema": SCHEMA_VERSION,
-            "machine": self.machine_fingerprint,
-            "checksum": _checksum(payload_text),
-            "payload": payload,
-        }
-        data = json.dumps(document, sort_keys=True, indent=1).encode()
+        header = json.dumps(
+            {"schema": SCHEMA_VERSION, "machine": self.machine_fingerprint}, sort_keys=True
+        )
+        data = (
+            f'{header[:-1]}, "checksum": "{_checksum(payload_text)}", '
+            f'"payload": {payload_text}}}\n'
+        ).encode()
         tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
