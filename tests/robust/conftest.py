@@ -9,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from agent.criclient import CRIClient
+from agent.node.agent import NodeAgent
+from agent.node.runtime_access import GrpcRuntimeAccess
+from agent.policy.config import PolicyConfig
+from agent.relay.server import RelayServer
 from tests.node.conftest import machines, make_node  # noqa: F401  (fixtures shared)
-from tests.robust.harness import RuntimeServer, Site
+from tests.robust.harness import RuntimeServer, Site, Stack
 from topology.fakesysfs import write_shape
+from topology.sysfs import read_machine
 
 SHAPE = "desktop-1s-4c-ht"  # 8 CPUs: small enough that crashes contend for every one
 
@@ -38,3 +44,26 @@ def runtime_server(sockdir: Path) -> Iterator[RuntimeServer]:
 @pytest.fixture
 def site(sockdir: Path, desktop_sysfs: Path) -> Site:
     return Site(sockdir, desktop_sysfs)
+
+
+@pytest.fixture
+def stack(sockdir: Path, desktop_sysfs: Path) -> Iterator[Stack]:
+    """kubelet -> relay + node agent (in this process, real sockets) -> runtime."""
+    server = RuntimeServer(sockdir / "rt.sock").up()
+    access = GrpcRuntimeAccess(server.endpoint, timeout=5)
+    node = NodeAgent(
+        read_machine(desktop_sysfs, cpu_info=False),
+        PolicyConfig.from_mapping({"reserved_cpus": "0"}),
+        access,
+        background_updates=True,
+    )
+    node.start()
+    relay = RelayServer(str(sockdir / "agent.sock"), server.endpoint, hooks=node.relay_hooks())
+    relay.start()
+    client = CRIClient(relay.path, timeout=5)
+    yield Stack(server, node, relay, client)
+    client.close()
+    relay.stop(0)
+    node.close()
+    access.close()
+    server.down()

@@ -20,7 +20,9 @@ from typing import Any
 import grpc
 
 from agent.criclient import CRIClient, kubelet_container_config, kubelet_pod_config
+from agent.node.agent import NodeAgent
 from agent.node.crashpoints import ENV as CRASH_ENV
+from agent.relay.server import RelayServer
 from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.workload import QoSClass
 from proto import cri_pb2
@@ -61,6 +63,14 @@ class RuntimeServer:
             self._server.stop(grace).wait()
             self._server = None
         self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class Stack:
+    server: RuntimeServer
+    node: NodeAgent
+    relay: RelayServer
+    client: CRIClient
 
 
 @dataclass

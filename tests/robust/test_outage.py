@@ -6,56 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import pytest
 
 from agent.criclient import CRIClient, CRIError
-from agent.node.agent import NodeAgent
-from agent.node.runtime_access import GrpcRuntimeAccess
-from agent.policy.config import PolicyConfig
-from agent.relay.server import RelayServer
 from agent.workload import QoSClass
 from proto import cri_pb2
-from tests.robust.harness import RuntimeServer, create, live, run_pod, wait_until
+from tests.robust.harness import Stack, create, live, run_pod, wait_until
 from topology.cpuset import CPUSet
-from topology.sysfs import read_machine
 
 USABLE = CPUSet.range(1, 7)  # desktop-1s-4c-ht with reserved_cpus '0'
-
-
-@dataclass
-class Stack:
-    server: RuntimeServer
-    node: NodeAgent
-    relay: RelayServer
-    client: CRIClient
-
-
-@pytest.fixture
-def stack(sockdir: Path, desktop_sysfs: Path) -> Iterator[Stack]:
-    """kubelet -> relay + node agent (in this process, real sockets) -> runtime."""
-    server = RuntimeServer(sockdir / "rt.sock").up()
-    access = GrpcRuntimeAccess(server.endpoint, timeout=5)
-    node = NodeAgent(
-        read_machine(desktop_sysfs, cpu_info=False),
-        PolicyConfig.from_mapping({"reserved_cpus": "0"}),
-        access,
-        background_updates=True,
-    )
-    node.start()
-    relay = RelayServer(str(sockdir / "agent.sock"), server.endpoint, hooks=node.relay_hooks())
-    relay.start()
-    client = CRIClient(relay.path, timeout=5)
-    yield Stack(server, node, relay, client)
-    client.close()
-    relay.stop(0)
-    node.close()
-    access.close()
-    server.down()
 
 
 def _unavailable(call: object, endpoint: str) -> float:
@@ -138,3 +99,30 @@ def _answers(client: CRIClient) -> bool:
         assert err.code == grpc.StatusCode.UNAVAILABLE, err
         return False
     return True
+
+
+def test_a_duplicate_create_in_flight_is_aborted(stack: Stack) -> None:
+    """kubelet gave up on a slow create and sent it again (same pod, name, attempt):
+    placing it twice would make both share one allocation, so the second is refused
+    with ABORTED and the first one alone gets the CPUs."""
+    client, runtime = stack.client, stack.server.runtime
+    sandbox, pod = run_pod(client, "db")
+    gate = runtime.hold_next("CreateContainer")
+    first: list[str] = []
+    slow = threading.Thread(target=lambda: first.append(create(client, sandbox, pod, "db", 2)))
+    slow.start()
+    assert gate.entered.wait(5)
+    with pytest.raises(CRIError) as err:
+        create(client, sandbox, pod, "db", 2)
+    assert err.value.code == grpc.StatusCode.ABORTED
+    assert "already in flight" in err.value.details
+    gate.release.set()
+    slow.join(10)
+    assert first
+    placed = stack.node.placements()
+    assert [(p.container_id, p.exclusive) for p in placed] == [(first[0], True)]
+    assert set(live(runtime)) == {first[0]}
+    # Once the first is done, kubelet's next attempt is placed afresh (no stale key).
+    stack.client.remove_container(first[0])
+    again = create(client, sandbox, pod, "db", 2)
+    assert [p.container_id for p in stack.node.placements()] == [again]
