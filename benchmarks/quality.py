@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent.policy.closeness import closeness_table
@@ -42,6 +42,8 @@ MAX_EXHAUSTIVE = 8
 PlacerFactory = Callable[[Machine, PolicyConfig], Placer]
 PLACERS: dict[str, PlacerFactory] = {
     "agent": AgentPlacer,
+    # The same policy with symmetric_affinity on (placed containers' rules count too).
+    "agent-symmetric": lambda m, c: AgentPlacer(m, replace(c, symmetric_affinity=True)),
     "first-fit": FirstFitPlacer,
     "random": lambda m, c: RandomPlacer(m, c, seed=7),
 }

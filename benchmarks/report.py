@@ -89,6 +89,7 @@ def quality_table(rows: Sequence[Mapping[str, Any]]) -> str:
                 f"{a['whole_cores']}/{a['even_exclusive']}",
                 f"{f['whole_cores']}/{f['even_exclusive']}",
                 a["objective"] if r["affinities"] else None,
+                s["agent-symmetric"]["objective"] if r["affinities"] else None,
                 f["objective"] if r["affinities"] else None,
                 x["objective"] if r["affinities"] else None,
                 r["best"],
@@ -105,6 +106,7 @@ def quality_table(rows: Sequence[Mapping[str, Any]]) -> str:
             "cores agent",
             "cores ff",
             "obj agent",
+            "obj sym",
             "obj ff",
             "obj random",
             "obj best",
@@ -118,7 +120,7 @@ def quality_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals: faults per placer, alignment and whole-core shares, wins over baselines,
     mean attainment of the exhaustive optimum."""
     summary: dict[str, Any] = {"scenarios": len(rows)}
-    for name in ("agent", "first-fit", "random"):
+    for name in rows[0]["scores"] if rows else ():
         scores = [r["scores"][name] for r in rows]
         exclusive = sum(s["exclusive"] for s in scores)
         even = sum(s["even_exclusive"] for s in scores)
@@ -133,20 +135,26 @@ def quality_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "mean_attainment": round(sum(reached) / len(reached), 4) if reached else None,
         }
     affine = [r for r in rows if r["affinities"]]
-    for base in ("first-fit", "random"):
-        wins = ties = losses = 0
-        lost: list[str] = []
-        for r in affine:
-            agent = r["scores"]["agent"]["objective"]
-            other = r["scores"][base]["objective"]
-            if agent > other + 1e-9:
-                wins += 1
-            elif agent < other - 1e-9:
-                losses += 1
-                lost.append(r["scenario"])
-            else:
-                ties += 1
-        summary[f"vs {base}"] = {"wins": wins, "ties": ties, "losses": losses, "lost": lost}
+    for variant, prefix in (("agent", ""), ("agent-symmetric", "symmetric ")):
+        for base in ("first-fit", "random"):
+            wins = ties = losses = 0
+            lost: list[str] = []
+            for r in affine:
+                agent = r["scores"][variant]["objective"]
+                other = r["scores"][base]["objective"]
+                if agent > other + 1e-9:
+                    wins += 1
+                elif agent < other - 1e-9:
+                    losses += 1
+                    lost.append(r["scenario"])
+                else:
+                    ties += 1
+            summary[f"{prefix}vs {base}"] = {
+                "wins": wins,
+                "ties": ties,
+                "losses": losses,
+                "lost": lost,
+            }
     summary["with_affinities"] = len(affine)
     summary["exhaustive"] = sum(r["best"] is not None for r in rows)
     return summary

@@ -22,6 +22,7 @@ POLICY_HELP: dict[str, str] = {
     "colocate_namespaces": "pull containers of the same namespace together",
     "colocate_weight": "weight of the implicit colocation pull",
     "isolated_for_exclusive": "hand kernel-isolated CPUs to exclusive containers unasked",
+    "symmetric_affinity": "also count placed containers' rules toward a newcomer",
 }
 
 

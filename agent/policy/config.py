@@ -26,6 +26,10 @@ class PolicyConfig:
     colocate_namespaces: bool = False  # ... of one namespace
     colocate_weight: int = 1
     isolated_for_exclusive: bool = False  # hand isolcpus to exclusive containers unasked
+    # Also count the rules of already placed containers toward the newcomer, so
+    # `web: [cache]` pulls a cache created after its web. Off: a container's rules
+    # act when it is placed (cri-resource-manager's behaviour).
+    symmetric_affinity: bool = False
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> PolicyConfig:

@@ -322,11 +322,16 @@ class Policy:
         """Affinity score of every pool, or None when all are zero (no affinities)."""
         weights: dict[int, float] = {}
         fn = request.affinity
-        if fn is not None:
+        symmetric = self.config.symmetric_affinity
+        if fn is not None or symmetric:
+            container = request.container
             for key, entry in self._entries.items():
                 if entry.pool < 0 or key == request.key:
                     continue
-                weight = fn(entry.request.container)
+                weight = fn(entry.request.container) if fn is not None else 0
+                if symmetric and entry.request.affinity is not None:
+                    # A(D, C): the placed container's own rules toward the newcomer.
+                    weight += entry.request.affinity(container)
                 if weight:
                     weights[entry.pool] = weights.get(entry.pool, 0.0) + weight
         container = request.container

@@ -68,7 +68,7 @@ def test_exhaustive_spreads_two_replicas_across_sockets() -> None:
 def test_evaluate_scores_every_placer_on_a_small_scenario() -> None:
     rows = evaluate([replicas(1)])
     (row,) = rows
-    assert set(row["scores"]) == {"agent", "first-fit", "random"}
+    assert set(row["scores"]) == {"agent", "agent-symmetric", "first-fit", "random"}
     for score in row["scores"].values():
         assert score["hard_faults"] == 0
         assert score["placed"] + score["refused"] == row["containers"]

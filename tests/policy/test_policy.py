@@ -395,3 +395,31 @@ def test_explanation_names_the_deciding_rule(machines: Machines) -> None:
     shared = pol.place(request("s", 500, qos=B)).explanation
     assert "-> numa0" in shared and "less loaded pool than numa1" not in shared
     assert "lower pool id than numa1" in shared
+
+
+# -- symmetric evaluation -----------------------------------------------------
+
+
+@pytest.mark.parametrize(("symmetric", "expected"), [(False, "numa0"), (True, "numa3")])
+def test_symmetric_affinity_pulls_a_later_partner(
+    machines: Machines, symmetric: bool, expected: str
+) -> None:
+    # web wants cache but is placed first (in numa3); cache has no rules of its own.
+    pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=symmetric)
+    pol.place_in(request("web", 2000, name="web", affinity=named("cache", 10)), "numa3")
+    # A shared cache: without a pull it goes to the least loaded, lowest pool.
+    cache = pol.place(request("cache", 500, qos=B, name="cache"))
+    # Off: cri-resource-manager's behaviour, web's rule acted only when web was placed.
+    assert cache.pool == expected
+    pol.check_invariants()
+
+
+def test_symmetric_affinity_adds_both_directions(machines: Machines) -> None:
+    # A push from the placed container outweighs the newcomer's own pull.
+    pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=True)
+    pol.place_in(request("a", 2000, name="a", affinity=named("b", -5)), "numa1")
+    b = pol.place(request("b", 500, qos=B, name="b", affinity=named("a", 2)))
+    assert b.pool != "numa1" and "numa" in b.pool
+    off = policy(machines("xeon-2s-2numa"))
+    off.place_in(request("a", 2000, name="a", affinity=named("b", -5)), "numa1")
+    assert off.place(request("b", 500, qos=B, name="b", affinity=named("a", 2))).pool == "numa1"
