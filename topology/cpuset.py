@@ -149,15 +149,18 @@ class CPUSet:
         return self.ids() < other.ids()
 
     def __str__(self) -> str:
+        # One step per run of consecutive CPUs, not per CPU: states and logs print
+        # many large sets. For x = mask >> start, x ^ (x + 1) has one bit more than
+        # x has trailing ones, which is the length of the run at `start`.
         parts: list[str] = []
-        ids = self.ids()
-        i = 0
-        while i < len(ids):
-            j = i
-            while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-                j += 1
-            parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-            i = j + 1
+        mask = self.mask
+        while mask:
+            start = (mask & -mask).bit_length() - 1
+            x = mask >> start
+            length = (x ^ (x + 1)).bit_length() - 1
+            last = start + length - 1
+            parts.append(str(start) if length == 1 else f"{start}-{last}")
+            mask &= ~((1 << (last + 1)) - 1)
         return ",".join(parts)
 
     def __repr__(self) -> str:

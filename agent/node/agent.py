@@ -186,6 +186,8 @@ class NodeAgent:
         self._save_lock = threading.Lock()
         self._version = 0  # of the books, bumped under the decision lock
         self._saved = 0
+        # JSON of pods/containers for the state file, by key: (object it was made of, json).
+        self._json_cache: dict[Any, tuple[Any, Any]] = {}
         if background_updates:
             self._updater.start_worker()
 
@@ -717,14 +719,28 @@ class NodeAgent:
         self._updater.want(cid, full)
 
     def _snapshot(self) -> tuple[int, dict[str, Any]]:
+        """The state to save, built under the decision lock (so it is consistent).
+
+        This runs on every change: with no state file it builds nothing, and the
+        JSON of each pod and container is cached by the identity of its (never
+        mutated, only replaced) info and resources, so a placement costs only the
+        few containers it touched, not all of them.
+        """
         self._version += 1
+        if self._store is None:
+            return self._version, {}
+        cache = self._json_cache
+        if len(cache) > 2 * (len(self._pods) + len(self._containers)) + 64:
+            live = set(self._pods) | set(self._containers)
+            for stale in [k for k in cache if (k if isinstance(k, str) else k[1]) not in live]:
+                del cache[stale]
         payload = {
             "version": STATE_VERSION,
-            "pods": {sid: pod_to_json(pod) for sid, pod in self._pods.items()},
+            "pods": {sid: self._cached(sid, pod, pod_to_json) for sid, pod in self._pods.items()},
             "containers": {
                 cid: {
-                    "info": container_to_json(t.info),
-                    "resources": linux_to_json(t.linux),
+                    "info": self._cached(cid, t.info, container_to_json),
+                    "resources": self._cached(("linux", cid), t.linux, linux_to_json),
                     "cpus": str(t.cpus),
                     "mems": str(t.mems),
                     "pool": t.pool,
@@ -734,6 +750,13 @@ class NodeAgent:
             },
         }
         return self._version, payload
+
+    def _cached(self, key: Any, value: Any, encode: Callable[[Any], dict[str, Any]]) -> Any:
+        hit = self._json_cache.get(key)
+        if hit is None or hit[0] is not value:
+            hit = (value, encode(value))
+            self._json_cache[key] = hit
+        return hit[1]
 
     # -- edges (no decision lock) -----------------------------------------------
 
