@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Mapping
 from types import FrameType
@@ -40,6 +39,7 @@ log = logging.getLogger(__name__)
 
 RUNTIME_WAIT_S = 30.0
 STOP_GRACE_S = 10.0
+SIGNAL_POLL_S = 0.1
 
 
 class StartupError(Exception):
@@ -201,20 +201,20 @@ class Daemon:
 def serve(daemon: Daemon) -> int:
     """Run until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
 
-    Signal handlers only set flags and wake the loop, so a SIGTERM that
-    arrives while a reload is handled is never lost.
+    Signal handlers only set flags, which the loop polls, so a SIGTERM that
+    arrives while a reload is handled is never lost. They take no lock: the
+    kernel may deliver the signal to a gRPC thread, leaving the main thread
+    blocked in a wait without timeout that never runs the handler (seen: SIGTERM
+    ignored), and a handler setting an Event can deadlock on the lock of the
+    very Event.wait it interrupted.
     """
-    wake = threading.Event()
-    wanted = {"stop": False, "reload": False}
+    wanted = {"stop": 0, "reload": 0}  # the signal number that asked, 0: none
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        wanted["stop"] = True
-        wake.set()
+        wanted["stop"] = signum
 
-    def on_hup(_signum: int, _frame: FrameType | None) -> None:
-        wanted["reload"] = True
-        wake.set()
+    def on_hup(signum: int, _frame: FrameType | None) -> None:
+        wanted["reload"] = signum
 
     previous: dict[int, Any] = {}
     for signum, handler in (
@@ -226,11 +226,11 @@ def serve(daemon: Daemon) -> int:
     try:
         daemon.start()
         while not wanted["stop"]:
-            wake.wait()
-            wake.clear()
+            time.sleep(SIGNAL_POLL_S)
             if wanted["reload"]:
-                wanted["reload"] = False
+                wanted["reload"] = 0
                 daemon.reload()
+        log.info("received %s, stopping", signal.Signals(wanted["stop"]).name)
     finally:
         daemon.stop()
         for number, old in previous.items():
