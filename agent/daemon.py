@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import signal
 import time
 from collections.abc import Mapping
@@ -114,11 +113,10 @@ class Daemon:
             cfg.runtime_endpoint,
             cfg.image_endpoint or None,
             hooks=self.node.relay_hooks(),
+            socket_group=cfg.socket_group,
             observer=None if metrics is None else metrics.observe_call,
         )
         self.relay.start()
-        if cfg.socket_group:
-            shutil.chown(self.relay.path, group=cfg.socket_group)
         self.introspect = IntrospectServer(status_socket_path(cfg.listen), self.status)
         self.introspect.start()
         if metrics is not None:

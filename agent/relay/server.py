@@ -8,6 +8,7 @@ is handed to its hook, which decides what reaches the runtime.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
@@ -187,6 +188,7 @@ class RelayServer:
         image_endpoint: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
+        socket_group: str = "",
         observer: CallObserver | None = None,
     ) -> None:
         self.listen = Endpoint.parse(listen_endpoint)
@@ -196,6 +198,7 @@ class RelayServer:
         )
         self.hooks: dict[str, Hook] = dict(hooks or {})
         self._max_workers = max_workers
+        self._socket_group = socket_group
         self._observer = observer
         self._server: Any = None
         self._inode: int | None = None
@@ -225,9 +228,13 @@ class RelayServer:
             raise listen.ListenError(f"{temp}: cannot bind")
         server.start()
         try:
+            if self._socket_group:
+                # Before the socket appears under its name: never a moment with root's group.
+                shutil.chown(temp, group=self._socket_group)
             self._inode = listen.publish(temp, path)
         except OSError as err:
             server.stop(None)
+            temp.unlink(missing_ok=True)
             raise listen.ListenError(f"{path}: cannot publish the socket: {err}") from err
         self._server = server
         log.info(
