@@ -27,8 +27,6 @@ from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.state.store import StateStore
 from agent.workload import QoSClass
 from proto import cri_pb2
-from topology.fakesysfs import write_shape
-from topology.sysfs import read_machine
 from topology.tree import Machine
 
 _SERVICE = "/runtime.v1.RuntimeService/"
@@ -217,22 +215,6 @@ class Node:
 
     def calls(self, rpc: str) -> list[Any]:
         return [c.request for c in self.runtime.calls if c.method == rpc]
-
-
-_MACHINES: dict[str, Machine] = {}
-
-
-@pytest.fixture(scope="session")
-def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
-    base = tmp_path_factory.mktemp("shapes")
-
-    def get(name: str) -> Machine:
-        if name not in _MACHINES:
-            write_shape(name, base / name)
-            _MACHINES[name] = read_machine(base / name, cpu_info=False)
-        return _MACHINES[name]
-
-    return get
 
 
 @pytest.fixture

@@ -15,24 +15,7 @@ from agent.policy.config import PolicyConfig
 from agent.runtime.memory import MemoryRuntime
 from agent.workload import QoSClass
 from tests.node.conftest import InProcessKubelet
-from topology.fakesysfs import write_shape
-from topology.sysfs import read_machine
 from topology.tree import Machine
-
-_MACHINES: dict[str, Machine] = {}
-
-
-@pytest.fixture(scope="session")
-def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
-    base = tmp_path_factory.mktemp("shapes")
-
-    def get(name: str) -> Machine:
-        if name not in _MACHINES:
-            write_shape(name, base / name)
-            _MACHINES[name] = read_machine(base / name, cpu_info=False)
-        return _MACHINES[name]
-
-    return get
 
 
 @dataclass

@@ -6,15 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.policy.helpers import shape, spec_machine
+from tests.policy.helpers import spec_machine
 from topology.fakesysfs import MachineSpec
 from topology.tree import Machine
-
-
-@pytest.fixture(scope="session")
-def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
-    base = tmp_path_factory.mktemp("shapes")
-    return lambda name: shape(name, base)
 
 
 @pytest.fixture(scope="session")

@@ -9,20 +9,11 @@ from agent.policy.config import PolicyConfig
 from agent.policy.policy import Policy
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass
-from topology.fakesysfs import SHAPES, MachineSpec, write_shape, write_sysfs
+from topology.fakesysfs import SHAPES, MachineSpec, write_sysfs
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
 _CACHE: dict[str, Machine] = {}
-
-
-def shape(name: str, base: Path) -> Machine:
-    """The named fake-sysfs shape, read once per test session."""
-    if name not in _CACHE:
-        root = base / name
-        write_shape(name, root)
-        _CACHE[name] = read_machine(root, cpu_info=False)
-    return _CACHE[name]
 
 
 def spec_machine(spec: MachineSpec, base: Path, label: str) -> Machine:

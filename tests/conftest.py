@@ -1,0 +1,28 @@
+"""Fixtures all test packages share: the named machine shapes, written to a fake
+sysfs and read by the real reader once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from topology.fakesysfs import write_shape
+from topology.sysfs import read_machine
+from topology.tree import Machine
+
+_MACHINES: dict[str, Machine] = {}
+
+
+@pytest.fixture(scope="session")
+def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
+    """machines("xeon-2s-2numa") -> that shape's Machine (topology.fakesysfs.SHAPES)."""
+    base = tmp_path_factory.mktemp("shapes")
+
+    def get(name: str) -> Machine:
+        if name not in _MACHINES:
+            write_shape(name, base / name)
+            _MACHINES[name] = read_machine(base / name, cpu_info=False)
+        return _MACHINES[name]
+
+    return get
