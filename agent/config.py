@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent.policy.config import ConfigError, PolicyConfig
+from agent.yamlfile import YamlFileError, read_yaml_file
 
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -117,15 +116,10 @@ def config_from_mapping(data: Mapping[str, Any]) -> AgentConfig:
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a config file into a flat mapping; a missing file is an error naming it."""
-    path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ConfigError(f"cannot read configuration file {path}: {err.strerror or err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"configuration file {path} is not valid YAML: {err}") from None
+        data = read_yaml_file(path, "configuration file")
+    except YamlFileError as err:
+        raise ConfigError(str(err)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent.simulate.scenario import (
     ContainerSpec,
     PodSpec,
@@ -19,6 +17,7 @@ from agent.simulate.scenario import (
     parse_memory,
     pod_uid,
 )
+from agent.yamlfile import YamlFileError, read_yaml_file
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job")
 REPLICATED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
@@ -42,13 +41,11 @@ def load_manifests(path: str | Path) -> tuple[Workload, ...]:
     """Every Pod and workload in a (multi-document) YAML file; other kinds are skipped."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise ManifestError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        raise ManifestError(f"{path}: not valid YAML: {err}") from None
+        documents = [
+            d for d in read_yaml_file(path, "manifest", all_documents=True) if d is not None
+        ]
+    except YamlFileError as err:
+        raise ManifestError(str(err)) from None
     found: list[Workload] = []
     for index, document in enumerate(documents):
         where = f"{path}: document {index + 1}" if len(documents) > 1 else str(path)

@@ -15,10 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from agent.policy.config import ConfigError, PolicyConfig
 from agent.workload import QoSClass
+from agent.yamlfile import YamlFileError, read_yaml_file
 from topology.fakesysfs import SHAPES, MachineSpec, MachineSpecError, parse_quantity
 
 # uuid5 namespace for pod UIDs generated from "namespace/name": stable across runs.
@@ -154,13 +153,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; relative sysfs paths are relative to it."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+        data = read_yaml_file(path, "scenario")
+    except YamlFileError as err:
+        raise ScenarioError(str(err)) from None
     return parse_scenario(data, base_dir=path.parent, source=str(path))
 
 
