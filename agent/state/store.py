@@ -74,8 +74,7 @@ class StateStore:
             {"schema": SCHEMA_VERSION, "machine": self.machine_fingerprint}, sort_keys=True
         )
         data = (
-            f'{header[:-1]}, "checksum": "{_checksum(payload_text)}", '
-            f'"payload": {payload_text}}}\n'
+            f'{header[:-1]}, "checksum": "{_checksum(payload_text)}", "payload": {payload_text}}}\n'
         ).encode()
         tmp = self.path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
         try:
