@@ -14,7 +14,7 @@ from agent.node.agent import NodeAgent
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.relay.server import RelayServer
-from tests.node.conftest import machines, make_node  # noqa: F401  (fixtures shared)
+from tests.node.conftest import make_node  # noqa: F401  (a fixture shared with tests/node)
 from tests.robust.harness import RuntimeServer, Site, Stack
 from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
