@@ -28,9 +28,12 @@ from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
 from agent.observe.process import process_stats
 from agent.observe.server import MetricsServer, MetricsServerError
+from agent.relay import listen
+from agent.relay.endpoint import Endpoint
 from agent.relay.server import RelayServer
 from agent.sdnotify import notify
 from agent.state import StateStore
+from agent.state.lock import StateDirBusy, StateDirLock
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -85,9 +88,18 @@ class Daemon:
         self.metrics: AgentMetrics | None = None
         self.metrics_server: MetricsServer | None = None
         self.introspect: IntrospectServer | None = None
+        self._state_lock: StateDirLock | None = None
 
     def start(self) -> None:
         cfg = self.config
+        # Before anything touches state or the runtime: is another agent already here?
+        listen.ensure_free(Endpoint.parse(cfg.listen).path)
+        self._state_lock = StateDirLock(cfg.state_dir)
+        try:
+            self._state_lock.acquire()
+        except (StateDirBusy, OSError) as err:
+            self._state_lock = None
+            raise StartupError(str(err)) from err
         try:
             # No py-cpuinfo here: placement needs no CPU model, and it spawns helpers
             # and runs CPUID code; `numa-agent topology` shows the model.
@@ -147,6 +159,9 @@ class Daemon:
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
+        if self._state_lock is not None:
+            self._state_lock.release()  # last: the state is written
+            self._state_lock = None
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:

@@ -32,6 +32,15 @@ def is_live(path: Path) -> bool:
     raise ListenError(f"{path}: cannot tell whether an agent serves there: {err}")
 
 
+def ensure_free(path: Path) -> None:
+    """SocketInUseError when a live server already owns `path` (a stale file is fine)."""
+    if is_live(path):
+        raise SocketInUseError(
+            f"{path}: another agent (or runtime) is already serving on this socket; "
+            "stop it first or choose another --listen path"
+        )
+
+
 def prepare(path: Path) -> Path:
     """Check `path` can be ours and return the temporary name to bind first.
 
@@ -52,11 +61,7 @@ def prepare(path: Path) -> Path:
             raise ListenError(
                 f"{path}: exists and is not a socket; remove it or choose another path"
             )
-        if is_live(path):
-            raise SocketInUseError(
-                f"{path}: another agent (or runtime) is already serving on this socket; "
-                "stop it first or choose another --listen path"
-            )
+        ensure_free(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     if len(os.fsencode(temp.absolute())) > MAX_SOCKET_PATH:
         raise ListenError(f"{temp}: temporary socket path longer than {MAX_SOCKET_PATH} bytes")

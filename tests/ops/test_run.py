@@ -188,3 +188,40 @@ def test_refusals_reach_the_caller(tmp_path: Path, runtime: tuple[str, MemoryRun
         assert "RunPodSandbox" in methods and "CreateContainer" not in methods
     finally:
         assert agent.stop()[0] == 0
+
+
+def test_a_second_agent_never_touches_the_live_agents_state(
+    tmp_path: Path, runtime: tuple[str, MemoryRuntime]
+) -> None:
+    endpoint, _ = runtime
+    agent = start_agent(tmp_path, endpoint)
+    agent.wait_message(b"READY=1")
+    try:
+        with CRIClient(str(agent.listen)) as client:
+            guaranteed_pod(client, "db", 4)
+        state = agent.state_dir / "state.json"
+        before = (state.read_bytes(), state.stat().st_mtime_ns)
+        common = [
+            sys.executable, "-m", "agent.cli", "run", "--runtime-endpoint", endpoint,
+            "--sysfs-root", str(tmp_path / "sysfs"), "--runtime-wait", "5",
+            "--config", str(agent.config),
+        ]  # fmt: skip
+        # Same state directory, another socket: refused by the state dir lock.
+        other_socket = subprocess.run(
+            [*common, "--state-dir", str(agent.state_dir), "--listen", str(tmp_path / "b.sock")],
+            capture_output=True, timeout=60, text=True,
+        )  # fmt: skip
+        assert other_socket.returncode == 1
+        assert f"another numa-agent (pid {agent.proc.pid}) is using this state directory" in (
+            other_socket.stderr
+        )
+        assert not (tmp_path / "b.sock").exists()
+        # Same socket, same state directory: refused before anything is read.
+        same_socket = subprocess.run(
+            [*common, "--state-dir", str(agent.state_dir), "--listen", str(agent.listen)],
+            capture_output=True, timeout=60, text=True,
+        )  # fmt: skip
+        assert same_socket.returncode == 1 and "already serving" in same_socket.stderr
+        assert (state.read_bytes(), state.stat().st_mtime_ns) == before
+    finally:
+        assert agent.stop()[0] == 0
