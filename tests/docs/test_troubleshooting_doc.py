@@ -35,6 +35,7 @@ from agent.runtime.memory import MemoryRuntime
 from agent.simulate.driver import run_scenario
 from agent.simulate.scenario import parse_scenario
 from agent.state import StateStore
+from agent.state.lock import StateDirLock
 from agent.workload import QoSClass
 from proto import cri_pb2
 from tests.docs.kubelet import start_pod
@@ -152,11 +153,27 @@ def startup(tmp_path: Path) -> list[str]:
             listen.prepare(path)
         except listen.SocketInUseError as err:
             out.append(f"cannot start: {err}")
-    daemon = Daemon(AgentConfig(sysfs_root=str(tmp_path / "no-sysfs")))
+    daemon = Daemon(
+        AgentConfig(
+            sysfs_root=str(tmp_path / "no-sysfs"),
+            listen=str(tmp_path / "a.sock"),
+            state_dir=str(tmp_path / "state-a"),
+        )
+    )
     try:
         daemon.start()
     except StartupError as err:
         out.append(f"cannot start: {err}")
+    held = StateDirLock(tmp_path / "state-b")
+    held.acquire()
+    try:
+        Daemon(
+            AgentConfig(listen=str(tmp_path / "b.sock"), state_dir=str(tmp_path / "state-b"))
+        ).start()
+    except StartupError as err:
+        out.append(f"cannot start: {err}")
+    finally:
+        held.release()
     return out
 
 
