@@ -3,7 +3,8 @@ sysfs and read by the real reader once per session."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +27,16 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machin
         return _MACHINES[name]
 
     return get
+
+
+# The agent's real host paths: tests use temporary ones, and must never leave these
+# behind (the package test refuses a host that looks like it has numa-agent).
+HOST_PATHS = (Path("/var/lib/numa-agent"), Path("/var/run/numa-agent"), Path("/run/numa-agent"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_paths_untouched() -> Iterator[None]:
+    before = {path for path in HOST_PATHS if path.exists()}
+    yield
+    created = [str(path) for path in HOST_PATHS if path.exists() and path not in before]
+    assert not created, f"the tests created the agent's host paths {created}"
