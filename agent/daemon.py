@@ -179,8 +179,9 @@ class Daemon:
             pending_updates=node.pending_updates(),
             process=process_stats(),
         )
+        placements, capacity = node.placements_and_capacity()
         return status_document(
-            info, machine, cfg.policy.reserved_cpus, node.placements(), node.capacity(), time.time()
+            info, machine, cfg.policy.reserved_cpus, placements, capacity, time.time()
         )
 
     def reload(self) -> None:

@@ -215,20 +215,28 @@ class NodeAgent:
 
     def placements(self) -> list[Placement]:
         with self._lock:
-            items = [
-                Placement(
-                    namespace=t.info.namespace,
-                    pod=t.info.pod.name,
-                    name=t.info.name,
-                    container_id=cid,
-                    pod_uid=t.info.pod.uid,
-                    cpuset_cpus=str(t.cpus),
-                    cpuset_mems=str(t.mems),
-                    exclusive=t.exclusive,
-                    pool=t.pool,
-                )
-                for cid, t in self._containers.items()
-            ]
+            return self._placements_locked()
+
+    def placements_and_capacity(self) -> tuple[list[Placement], tuple[PoolCapacity, ...]]:
+        """Both under one lock acquisition, so a decision cannot land between them."""
+        with self._lock:
+            return self._placements_locked(), self._policy.capacity()
+
+    def _placements_locked(self) -> list[Placement]:
+        items = [
+            Placement(
+                namespace=t.info.namespace,
+                pod=t.info.pod.name,
+                name=t.info.name,
+                container_id=cid,
+                pod_uid=t.info.pod.uid,
+                cpuset_cpus=str(t.cpus),
+                cpuset_mems=str(t.mems),
+                exclusive=t.exclusive,
+                pool=t.pool,
+            )
+            for cid, t in self._containers.items()
+        ]
         return sorted(items, key=lambda p: (p.namespace, p.pod, p.name, p.container_id))
 
     def pending_updates(self) -> int:
