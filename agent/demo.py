@@ -30,6 +30,8 @@ from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubel
 from agent.daemon import Daemon
 from agent.logs import setup_logging
 from agent.runtime.memory import serve_memory_runtime
+from agent.simulate.driver import simulate_file
+from agent.simulate.output import render_text as render_simulation
 from agent.workload import QoSClass
 from topology.render import render_text
 
@@ -171,9 +173,21 @@ def main() -> int:
             finally:
                 daemon.stop()
         print("\nstopped the agent and the runtime; all clean.")
+        show_affinity_on_a_bigger_machine()
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def show_affinity_on_a_bigger_machine() -> None:
+    """This host is too small for affinity to choose anything: show it on a
+    simulated 2-socket machine, through the same request handling as above."""
+    scenario = Path(__file__).resolve().parent.parent / "examples" / "anti-affinity.yaml"
+    if not scenario.exists():  # installed without the examples
+        return
+    print("\n" + "=" * 72)
+    print("affinity on a 2-socket machine (numa-agent simulate examples/anti-affinity.yaml):\n")
+    print(render_simulation(simulate_file(scenario)))
 
 
 def run_pods(config: AgentConfig, runtime: Runtime, daemon: Daemon) -> None:

@@ -27,3 +27,8 @@ def test_demo_moves_the_besteffort_container_off_the_exclusive_cpu() -> None:
     after = next(s for s in steps if s.startswith("the Guaranteed pod is removed"))
     assert CPUSet.parse(re.findall(r"cpuset_cpus=(\S+)", after)[0]) == batch | latency
     assert "all clean" in out
+    # The affinity part, on a simulated 2-socket machine: four replicas of "web"
+    # pushed apart by anti-affinity land in four different NUMA pools.
+    simulated = out.split("affinity on a 2-socket machine", 1)[1]
+    pools = re.findall(r"^default\s+web-\d\s+server\s+\S+\s+\S+\s+yes\s+(numa\d)$", simulated, re.M)
+    assert len(pools) == 4 and len(set(pools)) == 4, simulated
