@@ -21,12 +21,12 @@ from pathlib import Path
 
 from agent.config import AgentConfig
 from agent.containerd_env import (
+    PodRunner,
     PrivateContainerd,
     missing_prerequisites,
     read_proc_status,
-    remove_cgroup,
 )
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.criclient import CRIClient, CRIError, kubelet_container_config
 from agent.daemon import Daemon
 from agent.logs import setup_logging
 from agent.runtime.memory import serve_memory_runtime
@@ -78,12 +78,16 @@ def demo_runtime(base: Path) -> Iterator[Runtime]:
 
 
 class DemoPods:
-    """Pods run through the agent's socket as kubelet would (cgroupfs driver)."""
+    """Pods run through the agent's socket as kubelet would, with their names."""
 
     def __init__(self, client: CRIClient, runtime: Runtime) -> None:
-        self.client = client
+        self.runner = PodRunner(
+            client,
+            log_root=runtime.log_root,
+            namespace=DEMO_NAMESPACE,
+            remove_cgroups=runtime.containerd is not None,
+        )
         self.runtime = runtime
-        self.sandboxes: dict[str, str] = {}
         self.names: dict[str, str] = {}  # container id -> "pod/container"
 
     def run(
@@ -94,43 +98,31 @@ class DemoPods:
         memory: int,
         annotations: dict[str, str] | None = None,
     ) -> tuple[str, str]:
-        pod = kubelet_pod_config(
-            name,
-            DEMO_NAMESPACE,
-            str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.numa-agent.demo")),
-            annotations=annotations,
-            qos=qos,
-            cgroup_driver="cgroupfs",
-            log_root=self.runtime.log_root,
-        )
-        sandbox = self.client.run_pod_sandbox(pod)
-        self.sandboxes[sandbox] = pod.linux.cgroup_parent
-        limit = cpu_milli if qos is QoSClass.GUARANTEED else 0
+        uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.numa-agent.demo"))
+        pod = self.runner.pod_config(name, qos, annotations, uid=uid)
+        sandbox = self.runner.run(pod)
+        guaranteed = qos is QoSClass.GUARANTEED
         config = kubelet_container_config(
             pod,
             "app",
             cpu_milli,
-            limit,
-            memory if qos is QoSClass.GUARANTEED else 0,
+            cpu_milli if guaranteed else 0,
+            memory if guaranteed else 0,
             image=self.runtime.image,
             command=["/bin/sleep", "3600"],
         )
-        container = self.client.create_container(sandbox, config, pod)
-        self.client.start_container(container)
+        container = self.runner.start_container(sandbox, pod, config)
         self.names[container] = f"{name}/app"
         return sandbox, container
 
     def remove(self, sandbox: str) -> None:
-        self.client.stop_pod_sandbox(sandbox)
-        self.client.remove_pod_sandbox(sandbox)
-        parent = self.sandboxes.pop(sandbox)
-        if self.runtime.containerd is not None:
-            remove_cgroup(parent)
+        self.runner.remove(sandbox)
 
     def remove_all(self) -> None:
-        for sandbox in list(self.sandboxes):
+        # On the way out after an error: remove what can be removed.
+        for sandbox in list(self.runner.sandboxes):
             with contextlib.suppress(CRIError):
-                self.remove(sandbox)
+                self.runner.remove(sandbox)
 
 
 def where(pods: DemoPods, runtime_client: CRIClient, runtime: Runtime, container: str) -> str:

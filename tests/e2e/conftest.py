@@ -9,16 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent.containerd_env import PrivateContainerd, missing_prerequisites, remove_cgroup
-from agent.criclient import CRIClient, kubelet_pod_config
-from agent.workload import QoSClass
-from proto import cri_pb2
+from agent.containerd_env import PodRunner, PrivateContainerd, missing_prerequisites
+from agent.criclient import CRIClient
 
 
 def require_containerd() -> None:
@@ -47,53 +44,17 @@ def containerd() -> Iterator[PrivateContainerd]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-class Pods:
+class Pods(PodRunner):
     """Pods a test runs through `client` (containerd, or the agent in front of it); whatever
     the test did not remove is removed afterwards, with its pod cgroup."""
 
     def __init__(self, containerd: PrivateContainerd, client: CRIClient | None = None) -> None:
-        self.containerd = containerd
-        self.client = client or containerd.client()
-        self.sandboxes: dict[str, str] = {}  # sandbox id -> cgroup parent
-
-    def pod_config(
-        self,
-        name: str,
-        qos: QoSClass = QoSClass.BESTEFFORT,
-        annotations: Mapping[str, str] | None = None,
-    ) -> cri_pb2.PodSandboxConfig:
-        """A host-network pod as kubelet with the cgroupfs driver would send it."""
-        return kubelet_pod_config(
-            name,
-            "e2e",
-            str(uuid.uuid4()),
-            annotations=annotations,
-            qos=qos,
-            cgroup_driver="cgroupfs",  # the driver this containerd runs with
-            log_root=str(self.containerd.pod_log_root),
+        super().__init__(
+            client or containerd.client(),
+            log_root=str(containerd.pod_log_root),
+            namespace="e2e",
         )
-
-    def run(self, config: cri_pb2.PodSandboxConfig) -> str:
-        sandbox_id = self.client.run_pod_sandbox(config)
-        self.sandboxes[sandbox_id] = config.linux.cgroup_parent
-        return sandbox_id
-
-    def start_container(
-        self, sandbox_id: str, pod: cri_pb2.PodSandboxConfig, config: cri_pb2.ContainerConfig
-    ) -> str:
-        container_id = self.client.create_container(sandbox_id, config, pod)
-        self.client.start_container(container_id)
-        return container_id
-
-    def remove(self, sandbox_id: str) -> None:
-        # RemovePodSandbox also removes the pod's containers.
-        self.client.stop_pod_sandbox(sandbox_id)
-        self.client.remove_pod_sandbox(sandbox_id)
-        remove_cgroup(self.sandboxes.pop(sandbox_id))
-
-    def remove_all(self) -> None:
-        for sandbox_id in list(self.sandboxes):
-            self.remove(sandbox_id)
+        self.containerd = containerd
 
 
 @pytest.fixture
