@@ -186,8 +186,8 @@ class NodeAgent:
         self._save_lock = threading.Lock()
         self._version = 0  # of the books, bumped under the decision lock
         self._saved = 0
-        # JSON of pods/containers for the state file, by key: (object it was made of, json).
-        self._json_cache: dict[Any, tuple[Any, Any]] = {}
+        # JSON for the state file by (kind, sandbox or container id): (source object, json).
+        self._json_cache: dict[tuple[str, str], tuple[Any, Any]] = {}
         if background_updates:
             self._updater.start_worker()
 
@@ -740,14 +740,16 @@ class NodeAgent:
         cache = self._json_cache
         if len(cache) > 2 * (len(self._pods) + len(self._containers)) + 64:
             live = set(self._pods) | set(self._containers)
-            for stale in [k for k in cache if (k if isinstance(k, str) else k[1]) not in live]:
+            for stale in [key for key in cache if key[1] not in live]:
                 del cache[stale]
         payload = {
             "version": STATE_VERSION,
-            "pods": {sid: self._cached(sid, pod, pod_to_json) for sid, pod in self._pods.items()},
+            "pods": {
+                sid: self._cached(("pod", sid), pod, pod_to_json) for sid, pod in self._pods.items()
+            },
             "containers": {
                 cid: {
-                    "info": self._cached(cid, t.info, container_to_json),
+                    "info": self._cached(("info", cid), t.info, container_to_json),
                     "resources": self._cached(("linux", cid), t.linux, linux_to_json),
                     "cpus": str(t.cpus),
                     "mems": str(t.mems),
@@ -759,7 +761,9 @@ class NodeAgent:
         }
         return self._version, payload
 
-    def _cached(self, key: Any, value: Any, encode: Callable[[Any], dict[str, Any]]) -> Any:
+    def _cached(
+        self, key: tuple[str, str], value: Any, encode: Callable[[Any], dict[str, Any]]
+    ) -> Any:
         hit = self._json_cache.get(key)
         if hit is None or hit[0] is not value:
             hit = (value, encode(value))
