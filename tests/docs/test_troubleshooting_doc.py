@@ -38,14 +38,13 @@ from agent.state import StateStore
 from agent.state.lock import StateDirLock
 from agent.workload import QoSClass
 from proto import cri_pb2
-from tests.docs.kubelet import start_pod
+from tests.node.conftest import InProcessKubelet
 from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 CREATE = "/runtime.v1.RuntimeService/CreateContainer"
-RUN_POD = "/runtime.v1.RuntimeService/RunPodSandbox"
 
 
 def headings() -> list[str]:
@@ -102,10 +101,7 @@ def aborted(machine: Machine) -> list[str]:
     agent = NodeAgent(machine, PolicyConfig(), InProcessRuntimeAccess(runtime))
     handlers = agent.handlers()
     pod = kubelet_pod_config("p", "default", "uid-1", qos=QoSClass.BURSTABLE)
-    sandbox = in_process_forward(runtime, RUN_POD)
-    sid = cri_pb2.RunPodSandboxResponse.FromString(
-        handlers[RUN_POD](cri_pb2.RunPodSandboxRequest(config=pod).SerializeToString(), sandbox)
-    ).pod_sandbox_id
+    sid = InProcessKubelet(agent, runtime).run_pod_sandbox(pod)
     request = cri_pb2.CreateContainerRequest(
         pod_sandbox_id=sid,
         config=kubelet_container_config(pod, "main", 100, 0, 0),
@@ -123,6 +119,18 @@ def aborted(machine: Machine) -> list[str]:
 
     handlers[CREATE](request, slow_runtime)
     return seen
+
+
+def start_pod(kubelet: InProcessKubelet, name: str, qos: QoSClass, milli: int) -> str:
+    pod = kubelet_pod_config(name, "default", f"uid-{name}", qos=qos)
+    sandbox = kubelet.run_pod_sandbox(pod)
+    guaranteed = qos is QoSClass.GUARANTEED
+    config = kubelet_container_config(
+        pod, "main", milli, milli if guaranteed else 0, 1 << 30 if guaranteed else 0
+    )
+    container = kubelet.create_container(sandbox, config, pod)
+    kubelet.start_container(container)
+    return container
 
 
 def unavailable(tmp_path: Path) -> list[str]:
@@ -188,9 +196,10 @@ def logged(caplog: pytest.LogCaptureFixture, tmp_path: Path, machine: Machine) -
         Daemon(AgentConfig(), config_path=str(bad)).reload()
         runtime = MemoryRuntime()
         agent = NodeAgent(machine, PolicyConfig(), InProcessRuntimeAccess(runtime))
-        start_pod(agent, runtime, "batch", QoSClass.BESTEFFORT, 0)
+        kubelet = InProcessKubelet(agent, runtime)
+        start_pod(kubelet, "batch", QoSClass.BESTEFFORT, 0)
         runtime.fail_next("UpdateContainerResources", grpc.StatusCode.UNAVAILABLE, "busy")
-        start_pod(agent, runtime, "db", QoSClass.GUARANTEED, 2000)
+        start_pod(kubelet, "db", QoSClass.GUARANTEED, 2000)
     yield from (r.getMessage() for r in caplog.records)
 
 
