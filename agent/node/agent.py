@@ -114,6 +114,7 @@ class Placement:
     cpuset_mems: str
     exclusive: bool
     pool: str
+    score: float = 0.0  # the placement's affinity score when it was placed
 
 
 @dataclass(slots=True)
@@ -234,10 +235,15 @@ class NodeAgent:
                 cpuset_mems=str(t.mems),
                 exclusive=t.exclusive,
                 pool=t.pool,
+                score=self._score(cid),
             )
             for cid, t in self._containers.items()
         ]
         return sorted(items, key=lambda p: (p.namespace, p.pod, p.name, p.container_id))
+
+    def _score(self, cid: str) -> float:
+        current = self._policy.current(cid)
+        return 0.0 if current is None else current.score
 
     def pending_updates(self) -> int:
         return self._updater.pending()
