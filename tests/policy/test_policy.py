@@ -3,9 +3,8 @@ anti-affinity, capacity compromises, release and reuse, refusals, keys and saved
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 

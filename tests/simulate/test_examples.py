@@ -182,6 +182,24 @@ def check_web_cache(r: SimulationResult) -> None:
     assert cpus(get(r, "kube-proxy", "kube-proxy")) == reserved
 
 
+def check_restarts(r: SimulationResult) -> None:
+    m = r.machine
+    node0, node1 = m.numa_node(0), m.numa_node(1)
+    # Up to the first db removal, with `restart: keep` in between: api widened back
+    # to all of socket 0, as it does without the restart.
+    kept = simulate("restarts", events=4)
+    assert {(c.pod, c.pool, c.cpuset_cpus) for c in kept.containers} == {
+        ("api", "socket0", str(m.sockets[0].cpus))
+    }
+    # At the end, after the state file was lost and then corrupted: the exclusive
+    # cache kept its CPUs, api was adopted where the runtime ran it (node 1's
+    # shared CPUs, so numa1) and kept that place when db went.
+    cache, api = get(r, "cache"), get(r, "api")
+    assert cache.exclusive and len(cpus(cache)) == 2 and cpus(cache).is_subset(node1.cpus)
+    assert api.pool == "numa1" and cpus(api) == node1.cpus - cpus(cache)
+    assert cpus(api).isdisjoint(node0.cpus)
+
+
 CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "exclusive-whole-cores": check_exclusive_whole_cores,
     "numa-packing": check_numa_packing,
@@ -194,6 +212,7 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "init-container": check_init_container,
     "refusals": check_refusals,
     "web-cache": check_web_cache,
+    "restarts": check_restarts,
 }
 
 
