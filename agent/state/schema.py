@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 from google.protobuf import json_format
 
+from agent.node.describe import read_annotations
 from agent.policy.record import PlacementRecord, SavedPlacement
 from agent.policy.request import Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass
@@ -93,10 +94,15 @@ EMPTY = SavedState({}, {})
 
 
 def decode(payload: Mapping[str, Any]) -> SavedState:
-    """The saved state from a payload the store read; StateFormatError if anything is off."""
+    """The saved state from a payload the store read; StateFormatError if anything is off.
+
+    A version 1 payload (numa-agent 0.1's) is converted first, so an upgrade keeps
+    every placement."""
     version = payload.get("version")
-    if version != STATE_VERSION:
-        raise StateFormatError(f"version {version!r}, this agent reads {STATE_VERSION}")
+    if version == 1:
+        payload = upgrade_v1(payload)
+    elif version != STATE_VERSION:
+        raise StateFormatError(f"version {version!r}, this agent reads 1 and {STATE_VERSION}")
     try:
         data = msgspec.convert(payload, _Payload)
     except msgspec.ValidationError as err:
@@ -157,6 +163,63 @@ def _linux(data: dict[str, Any], where: str) -> cri_pb2.LinuxContainerResources:
     except json_format.ParseError as err:
         raise StateFormatError(f"{where}: {err}") from None
     return linux
+
+
+def upgrade_v1(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A version 1 payload in version 2's shape. Version 1 kept each container's
+    pod in full beside it, the resources last sent, its cpusets, pool and whether
+    it was exclusive; its score and explanation were not kept."""
+    pods_in, containers_in = payload.get("pods"), payload.get("containers")
+    if not isinstance(pods_in, dict) or not isinstance(containers_in, dict):
+        raise StateFormatError("version 1: 'pods' and 'containers' must be objects")
+    pods = {sid: _v1_pod(pod) for sid, pod in pods_in.items()}
+    containers: dict[str, Any] = {}
+    for cid, old in containers_in.items():
+        where = f"version 1 containers[{cid!r}]"
+        if not isinstance(old, dict) or not isinstance(old.get("info"), dict):
+            raise StateFormatError(f"{where}: expected an object with 'info'")
+        info = old["info"]
+        pod = info.get("pod")
+        if not isinstance(pod, dict):
+            raise StateFormatError(f"{where}.info.pod: expected an object")
+        sandbox = pod.get("id")
+        if not isinstance(sandbox, str):
+            raise StateFormatError(f"{where}.info.pod.id: expected a string")
+        pods.setdefault(sandbox, _v1_pod(pod))
+        sent = old.get("resources")
+        if not isinstance(sent, dict):
+            raise StateFormatError(f"{where}.resources: expected an object")
+        linux = _linux(sent, f"{where}.resources")
+        pool = old.get("pool")
+        containers[cid] = {
+            "sandbox": sandbox,
+            "name": info.get("name"),
+            "qosclass": pod.get("qosclass"),
+            "labels": info.get("labels"),
+            "tags": info.get("tags"),
+            "requested": {
+                "cpu_shares": linux.cpu_shares,
+                "cpu_quota": linux.cpu_quota,
+                "cpu_period": linux.cpu_period,
+                "memory_limit_bytes": linux.memory_limit_in_bytes,
+            },
+            "sent": sent,
+            "pool": pool,
+            "exclusive_cpus": old.get("cpus", "") if old.get("exclusive") is True else "",
+            "score": 0.0,
+            "explanation": f"{cid}: restored from a version 1 state file in {pool}",
+        }
+    return {"version": STATE_VERSION, "pods": pods, "containers": containers}
+
+
+def _v1_pod(pod: object) -> object:
+    if not isinstance(pod, dict):
+        return pod  # decoding names it
+    out = {key: value for key, value in pod.items() if key != "id"}
+    annotations = out.get("annotations")
+    if isinstance(annotations, dict):
+        out["annotations"] = read_annotations(annotations)
+    return out
 
 
 # -- encoding --------------------------------------------------------------------

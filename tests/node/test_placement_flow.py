@@ -70,6 +70,29 @@ def test_affinity_pulls_to_partners_numa_node(make_node: NodeFactory, mode: str)
     assert CPUSet.parse(node.cpus(app)) == CPUSet.parse(node.cpus(db))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "match",
+    ["{key: id, operator: Equals, values: [ID]}", "{key: id, operator: Exists}"],
+)
+def test_a_placed_containers_id_is_its_runtime_id(
+    make_node: NodeFactory, mode: str, match: str
+) -> None:
+    """Rules on `id` select a placed container by the id the runtime gave it (before,
+    the policy kept the record made before the runtime assigned one)."""
+    node = make_node("xeon-2s-2numa", mode)
+    db = node.container(node.pod("db", QoSClass.BURSTABLE), "db", 500)
+    rule = (
+        "app:\n- scope: {key: namespace, operator: Equals, values: [default]}\n"
+        f"  match: {match.replace('ID', db)}\n  weight: 10\n"
+    )
+    app_pod = node.pod("app", QoSClass.BURSTABLE, annotations={ANNOTATION_AFFINITY: rule})
+    app = node.container(app_pod, "app", 500)
+    node.settle()
+    assert node.cpus(app) == node.cpus(db)
+    assert next(p.score for p in node.agent.placements() if p.container_id == app) > 0
+
+
 def _socket_of(node_cpus: CPUSet, machine: Machine) -> int:
     sockets = [s.id for s in machine.sockets if node_cpus.is_subset(s.cpus)]
     assert len(sockets) == 1, f"{node_cpus} spans sockets {sockets}"
