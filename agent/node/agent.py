@@ -23,7 +23,13 @@ from google.protobuf.message import DecodeError, Message
 from agent.affinity import AnnotationError
 from agent.node.books import Books, write_cpusets
 from agent.node.crashpoints import crash_point
-from agent.node.describe import container_info, container_pod, pod_from_config, resources_of
+from agent.node.describe import (
+    container_info,
+    container_pod,
+    merge_update,
+    pod_from_config,
+    resources_of,
+)
 from agent.node.requests import container_rules, request_for, running_request
 from agent.node.restart import list_runtime, rebuild
 from agent.node.runtime_access import RuntimeAccess
@@ -427,8 +433,9 @@ class NodeAgent:
             if record is None or not req.HasField("linux"):
                 record = None
             else:
-                new = cri_pb2.LinuxContainerResources()
-                new.CopyFrom(req.linux)
+                # Fields left unset mean "unchanged" (a partial update, as crictl
+                # sends), not "zero": the runtime keeps them, and so does the agent.
+                new = merge_update(self._books.sent[cid], req.linux)
                 new_res = resources_of(new)
                 if _cpu_changed(record.request.resources, new_res):
                     info = record.request.container

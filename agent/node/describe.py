@@ -47,6 +47,37 @@ def resources_of(linux: cri_pb2.LinuxContainerResources) -> Resources:
     )
 
 
+# The fields of LinuxContainerResources an update leaves as they were when it
+# sends them as zero or empty (containerd's semantics, and what crictl relies on:
+# `crictl update --memory 128M` sends only the memory limit).
+_KEPT_WHEN_UNSET = (
+    "cpu_period",
+    "cpu_quota",
+    "cpu_shares",
+    "memory_limit_in_bytes",
+    "oom_score_adj",
+    "cpuset_cpus",
+    "cpuset_mems",
+    "memory_swap_limit_in_bytes",
+)
+
+
+def merge_update(
+    current: cri_pb2.LinuxContainerResources, update: cri_pb2.LinuxContainerResources
+) -> cri_pb2.LinuxContainerResources:
+    """The resources after `update` is applied to `current`: fields left at zero or
+    empty keep their value and `unified` entries are added or replaced. Fields the
+    agent's CRI subset does not declare (hugepage limits) stay as in `current`."""
+    merged = cri_pb2.LinuxContainerResources()
+    merged.CopyFrom(current)
+    for name in _KEPT_WHEN_UNSET:
+        value = getattr(update, name)
+        if value:
+            setattr(merged, name, value)
+    merged.unified.update(update.unified)
+    return merged
+
+
 def qos_from_resources(res: Resources) -> QoSClass:
     """An approximation of the pod's QoS from one container's numbers, used only when
     the cgroup parent does not say it (a pod the agent never saw start, a non-kubelet

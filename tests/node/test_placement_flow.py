@@ -277,3 +277,29 @@ def test_rewritten_create_keeps_fields_the_agent_does_not_declare(make_node: Nod
     sent = cri_pb2.CreateContainerRequest.FromString(seen[0])
     assert sent.config.linux.resources.cpuset_cpus  # the agent did rewrite it
     assert future in seen[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_partial_update_keeps_the_container_exclusive(make_node: NodeFactory, mode: str) -> None:
+    """`crictl update --memory 128M` sends only memory_limit_in_bytes: the fields left at
+    zero mean "unchanged", as for the runtime, not a request of 0 CPU."""
+    node = make_node("desktop-1s-4c-ht", mode)
+    _, db = node.guaranteed("db", 2)
+    node.settle()
+    own = node.cpus(db)
+    node.kubelet.update_container_resources(
+        db, cri_pb2.LinuxContainerResources(memory_limit_in_bytes=128 << 20)
+    )
+    node.settle()
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert placed[db].exclusive and node.cpus(db) == own
+    linux = node.linux(db)
+    assert (linux.memory_limit_in_bytes, linux.cpu_quota, linux.cpu_shares) == (
+        128 << 20,
+        200_000,
+        2048,
+    )
+    # The next Guaranteed container does not get db's CPUs.
+    _, other = node.guaranteed("other", 2)
+    node.settle()
+    assert CPUSet.parse(node.cpus(other)).isdisjoint(CPUSet.parse(own))
