@@ -36,10 +36,21 @@ class RuleKind(StrEnum):
 class Rule:
     """`weight` is signed: positive pulls, negative pushes. `scope` None means the
     containers of the rule owner's own pod (by pod UID). `annotation` says which
-    annotation the rule came from, for messages and `check`."""
+    annotation the rule came from, for messages and `check`. `mirrored` marks the
+    rule a container gets because other containers' shorthand lists name it (the
+    shorthand is symmetric); its match names those containers."""
 
     match: Expression
     scope: Expression | None
     weight: int
     annotation: str
     kind: RuleKind = RuleKind.PREFERRED
+    mirrored: bool = False
+
+    def __str__(self) -> str:
+        kind = "affinity" if self.annotation == ANNOTATION_AFFINITY else "anti-affinity"
+        scope = "its own pod" if self.scope is None else str(self.scope)
+        text = f"{kind} {self.weight:+d} to {self.match}, scope {scope}"
+        if self.mirrored:
+            text += " (mirrored: their shorthand names it)"
+        return text
