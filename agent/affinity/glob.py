@@ -12,8 +12,8 @@ stars into chunks of single-character items, and each chunk after a star takes t
 leftmost place where it matches (the last chunk the place that ends the value),
 within the stretch the star may cover. So `*[/a]*c` does not match `a/c` in Go,
 nor here. One difference remains: Go steps over bytes, we over characters, so for
-values with non-ASCII characters a star followed by `?` or a negated class can
-match in Go (a lone UTF-8 continuation byte) where it does not here.
+values with non-ASCII characters a star followed by a negated class can match
+in Go (a lone UTF-8 continuation byte taken as a character) where it does not here.
 """
 
 from __future__ import annotations
