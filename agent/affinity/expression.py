@@ -136,7 +136,11 @@ class Expression:
         return (Expression, (self.key, self.operator, self.values))
 
     def __str__(self) -> str:
-        return f"{self.key} {self.operator.value} [{', '.join(self.values)}]"
+        words = [self.key] if self.key else []
+        words.append(self.operator.value)
+        if self.values or ARITY[self.operator] is not Arity.NONE:
+            words.append(f"[{', '.join(self.values)}]")
+        return " ".join(words)
 
 
 def _always(_: ContainerInfo) -> bool:

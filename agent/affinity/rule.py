@@ -49,8 +49,7 @@ class Rule:
 
     def __str__(self) -> str:
         kind = "affinity" if self.annotation == ANNOTATION_AFFINITY else "anti-affinity"
-        scope = "its own pod" if self.scope is None else str(self.scope)
-        text = f"{kind} {self.weight:+d} to {self.match}, scope {scope}"
+        notes = "scope: its pod" if self.scope is None else f"scope: {self.scope}"
         if self.mirrored:
-            text += " (mirrored: their shorthand names it)"
-        return text
+            notes += f"; mirrored from the shorthand of {', '.join(self.match.values)}"
+        return f"{kind} {self.weight:+d} on {self.match} ({notes})"

@@ -223,8 +223,12 @@ def test_a_container_named_only_by_others_gets_rules() -> None:
     (rule,) = parsed.rules_for("ghost")
     assert rule.mirrored and rule.match.values == ("main",)
     assert str(rule) == (
-        "affinity +1 to labels/io.kubernetes.container.name In [main], scope its own pod "
-        "(mirrored: their shorthand names it)"
+        "affinity +1 on labels/io.kubernetes.container.name In [main] "
+        "(scope: its pod; mirrored from the shorthand of main)"
+    )
+    (own,) = parsed.rules_for("main")
+    assert (
+        str(own) == "affinity +1 on labels/io.kubernetes.container.name In [ghost] (scope: its pod)"
     )
 
 

@@ -21,7 +21,6 @@ from agent.affinity import (
     effective_affinity,
     parse_pod_affinities,
 )
-from agent.workload import ContainerInfo
 from tests.affinity.workloads import container, pod
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "affinity.md"

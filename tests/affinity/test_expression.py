@@ -273,6 +273,8 @@ def test_expressions_compare_by_what_they_say() -> None:
     assert a == b and hash(a) == hash(b) and b.values == ("x", "y")
     assert a != Expression("name", Op.IN, ("y", "x"))
     assert str(a) == "name In [x, y]"
+    assert str(Expression("", Op.ALWAYS_TRUE)) == "AlwaysTrue"
+    assert str(Expression("labels/a", Op.EXISTS)) == "labels/a Exists"
 
 
 def test_non_string_value_is_refused() -> None:
