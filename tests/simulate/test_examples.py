@@ -200,6 +200,24 @@ def check_restarts(r: SimulationResult) -> None:
     assert cpus(api).isdisjoint(node0.cpus)
 
 
+def check_cri_resource_manager(r: SimulationResult) -> None:
+    m = r.machine
+    db0, db1, client = get(r, "db-0"), get(r, "db-1"), get(r, "client")
+    # Joint key ":-:pod/labels/app-name" (separators "-" and ":") pushes the replicas apart.
+    assert sockets_of(m, cpus(db0)).isdisjoint(sockets_of(m, cpus(db1)))
+    # "db-[^0]" is Go's negation: the client joins db-1, not db-0.
+    assert nodes_of(m, cpus(client)) == nodes_of(m, cpus(db1))
+    assert sockets_of(m, cpus(client)).isdisjoint(sockets_of(m, cpus(db0)))
+    # app is placed before cache and only app's list names cache, yet the cache joins
+    # app (the shorthand is symmetric) while a NUMA node stays idle.
+    app, cache = get(r, "web", "app"), get(r, "web", "cache")
+    assert [d.name for d in r.decisions if d.pod == "web"] == ["app", "cache"]
+    assert nodes_of(m, cpus(cache)) == nodes_of(m, cpus(app))
+    used = set().union(*(nodes_of(m, cpus(c)) for c in r.containers))
+    assert used != {n.id for n in m.iter_numa_nodes()}
+    assert r.errors == ()
+
+
 CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "exclusive-whole-cores": check_exclusive_whole_cores,
     "numa-packing": check_numa_packing,
@@ -213,6 +231,7 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "refusals": check_refusals,
     "web-cache": check_web_cache,
     "restarts": check_restarts,
+    "cri-resource-manager": check_cri_resource_manager,
 }
 
 
