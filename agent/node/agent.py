@@ -70,10 +70,10 @@ LIST_CONTAINERS = _SERVICE + "ListContainers"
 CONTAINER_STATUS = _SERVICE + "ContainerStatus"
 
 # Codes with which a forwarded call can end while the runtime goes on with it: for
-# a create, the container may yet appear (books.Unresolved).
-UNKNOWN_OUTCOME = frozenset(
-    {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE}
-)
+# a create, the container may yet appear (books.Unresolved). UNAVAILABLE is not one:
+# the runtime could not be reached, or went away and took the create with it (a
+# container it left behind anyway is adopted on the next relist).
+UNKNOWN_OUTCOME = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED})
 # How long a create that gave no answer keeps its CPUs when complete listings do
 # not show its container (the runtime answers, but has not made it).
 CREATE_GRACE_S = 60.0

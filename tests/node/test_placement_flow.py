@@ -392,7 +392,7 @@ def test_a_create_that_gave_no_answer_and_made_nothing_frees_its_cpus(
     make_node: NodeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     node = make_node("desktop-1s-4c-ht", "inprocess")
-    node.runtime.fail_next("CreateContainer", grpc.StatusCode.UNAVAILABLE, "connection reset")
+    node.runtime.fail_next("CreateContainer", grpc.StatusCode.CANCELLED, "kubelet went away")
     sandbox = node.pod("db", QoSClass.GUARANTEED)
     with pytest.raises(CRIError):
         node.container(sandbox, "db", 2000, 2000, memory=GI, start=False)
