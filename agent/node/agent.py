@@ -18,7 +18,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from agent.affinity import AnnotationError, effective_affinity, parse_pod_affinities
-from agent.criclient import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
+from agent.kubelet import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
 from agent.node.crashpoints import crash_point
 from agent.node.describe import (
     StateFormatError,

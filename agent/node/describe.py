@@ -13,12 +13,8 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from agent.policy.request import (
-    Resources,
-    milli_cpu_limit,
-    milli_cpu_request,
-    qos_from_cgroup_parent,
-)
+from agent.kubelet import qos_from_cgroup_parent
+from agent.policy.request import Resources, milli_cpu_limit, milli_cpu_request
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2
 

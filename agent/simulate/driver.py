@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from agent.criclient import (
+from agent.kubelet import (
     POD_NAME_LABEL,
     POD_NAMESPACE_LABEL,
     kubelet_container_config,
