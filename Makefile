@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
+# The demo is development tooling (devtools/), run from the checkout; it is not installed.
 demo: $(STAMP)
-	$(BIN)/python -m agent.demo
+	$(BIN)/python -m devtools.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -21,9 +21,9 @@ import yaml
 
 from agent.cli import main
 from agent.config import AgentConfig
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
 from agent.daemon import Daemon, StartupError, wait_for_runtime
 from agent.introspect.client import StatusError, fetch_status
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.config import PolicyConfig
@@ -37,6 +37,7 @@ from agent.simulate.scenario import parse_scenario
 from agent.state import StateStore
 from agent.state.lock import StateDirLock
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
 from topology.fakesysfs import write_shape

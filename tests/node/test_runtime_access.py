@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.runtime_access import (
     GrpcRuntimeAccess,
     InProcessRuntimeAccess,

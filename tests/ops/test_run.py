@@ -20,9 +20,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 

@@ -12,9 +12,9 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.criclient import CRIClient
 from agent.relay.server import RelayServer
 from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
+from devtools.criclient import CRIClient
 
 FUTURE_METHOD = "/runtime.v1.RuntimeService/FutureMethod"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.runtime.memory import MemoryRuntime, RuntimeFault
 from agent.workload import QoSClass
 from proto import cri_pb2

@@ -15,13 +15,14 @@ import grpc
 import pytest
 from google.protobuf.internal import encoder
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.relay import listen
 from agent.relay.backend import BackendError
 from agent.relay.hooks import Forward, HookAbort
 from agent.relay.server import RelayServer
 from agent.runtime.memory import MemoryRuntime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.relay.conftest import FUTURE_METHOD, EchoRuntime
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import grpc
 
-from agent.criclient import CRIClient, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.crashpoints import ENV as CRASH_ENV
 from agent.relay.server import RelayServer
 from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient
 from proto import cri_pb2
 from topology.cpuset import CPUSet
 

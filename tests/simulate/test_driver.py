@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.criclient import pod_cgroup_parent
+from agent.kubelet import pod_cgroup_parent
 from agent.runtime.memory import MemoryRuntime
 from agent.simulate.driver import run_scenario
 from agent.simulate.machine import load_machine

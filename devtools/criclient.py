@@ -1,8 +1,8 @@
-"""A small CRI client that talks as kubelet does (RuntimeService/ImageService stubs).
+"""A blocking CRI client that talks to a runtime, or to the agent, as kubelet does.
 
-Used by the e2e tests and the demo to drive a runtime or the agent. The request
-builders moved to `agent.kubelet`; they are re-exported here until the client
-itself leaves the product.
+Development only (tests, the demo, the benchmarks): the agent itself reaches the
+runtime through the relay's raw-bytes `Backend`. Requests are shaped by the
+builders in `agent.kubelet`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,6 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from agent.kubelet import kubelet_container_config as kubelet_container_config
-from agent.kubelet import kubelet_container_resources as kubelet_container_resources
-from agent.kubelet import kubelet_pod_config as kubelet_pod_config
-from agent.kubelet import pod_cgroup_parent as pod_cgroup_parent
 from agent.relay.endpoint import Endpoint
 from proto import cri_pb2, cri_pb2_grpc
 
