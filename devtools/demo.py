@@ -24,12 +24,12 @@ from agent.config import AgentConfig
 from agent.daemon import Daemon
 from agent.kubelet import kubelet_container_config
 from agent.logs import setup_logging
-from agent.runtime.memory import serve_memory_runtime
 from agent.simulate.driver import simulate_file
 from agent.simulate.output import render_text as render_simulation
 from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd, missing_prerequisites, read_proc_status
 from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import serve_memory_runtime
 from devtools.pods import PodRunner
 from topology.render import render_text
 
