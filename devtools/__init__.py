@@ -2,6 +2,6 @@
 the benchmarks: a private containerd, an offline busybox image, a kubelet-like CRI
 client and pod runner, the in-memory runtime with fault injection, and the demo.
 
-Neither the wheel nor the .deb installs this package (pyproject.toml's package list),
-and no module of the agent imports it.
+Neither the wheel nor the .deb installs this package (pyproject.toml's package list;
+tests/packaging/test_installed_files.py checks), and no module of the agent imports it.
 """
