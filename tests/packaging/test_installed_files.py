@@ -56,6 +56,9 @@ def test_pip_install_holds_only_what_runs_on_a_node(tmp_path: Path) -> None:
     assert installed >= EXPECTED, EXPECTED - installed
     assert (site_packages / "bin" / "numa-agent").is_file()
     assert harness_problems(site_packages) == []
+    # The license as an SPDX expression (the TOML-table form made setuptools warn).
+    (metadata,) = site_packages.glob("numa_agent-*.dist-info/METADATA")
+    assert "License-Expression: Apache-2.0" in metadata.read_text().splitlines()
 
 
 def test_the_deb_holds_only_what_runs_on_a_node(built_deb: Path, tmp_path: Path) -> None:
