@@ -4,17 +4,23 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+INSTALL_LOG := $(VENV)/install.log
 
 .PHONY: demo test lint format bench deb clean
 
+# pip's and setuptools' chatter goes to $(INSTALL_LOG), shown only if the install fails.
+# setuptools>=77 in the venv too: `make deb` builds the wheel without build isolation.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing numa-agent and its development tools into $(VENV) (log: $(INSTALL_LOG))"
+	@{ $(BIN)/python -m pip install --upgrade pip 'setuptools>=77' && \
+	   $(BIN)/python -m pip install -e '.[test]'; } >$(INSTALL_LOG) 2>&1 || \
+	 { cat $(INSTALL_LOG); echo "make: installing into $(VENV) failed; log: $(INSTALL_LOG)" >&2; exit 1; }
+	@touch $@
 
+# The demo is development tooling (devtools/), run from the checkout; it is not installed.
 demo: $(STAMP)
-	$(BIN)/python -m agent.demo
+	$(BIN)/python -m devtools.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
 """Replaying a scenario's events through the node agent's CRI handlers, as kubelet would.
 
-Requests are built by agent.criclient's kubelet builders, serialized, and given to
+Requests are built by agent.kubelet's builders, serialized, and given to
 the same handlers the relay uses, whose `forward` is the in-memory runtime; the
 final cpusets are read back from the runtime, so they show what reached it.
 """
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from agent.criclient import (
+from agent.kubelet import (
     POD_NAME_LABEL,
     POD_NAMESPACE_LABEL,
     kubelet_container_config,

@@ -9,14 +9,13 @@ import grpc
 import pytest
 
 from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
-from agent.criclient import (
-    CRIClient,
-    CRIError,
+from agent.kubelet import (
     kubelet_container_config,
     kubelet_container_resources,
     kubelet_pod_config,
 )
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
 from topology.cpuset import CPUSet
@@ -262,7 +261,7 @@ def test_pod_sandbox_stop_releases_its_containers(
 
 
 def test_rewritten_create_keeps_fields_the_agent_does_not_declare(make_node: NodeFactory) -> None:
-    from agent.criclient import kubelet_container_config
+    from agent.kubelet import kubelet_container_config
     from agent.node.agent import CREATE_CONTAINER
     from agent.runtime.inprocess import in_process_forward
 
