@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from agent.simulate.driver import SimulationError, simulate_file
-from agent.simulate.output import render_explanations, render_text, to_json
+from agent.simulate.output import render_explanations, render_text, to_html, to_json
 from agent.simulate.scenario import ScenarioError
 
 
@@ -36,6 +37,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="print each placement decision's candidates and scores (to stderr with --json)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        type=Path,
+        help="also write the machine map after the scenario's events to FILE "
+        "(one self-contained HTML page)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,6 +53,12 @@ def run(args: argparse.Namespace) -> int:
     except (ScenarioError, SimulationError) as exc:
         print(f"numa-agent simulate: {exc}", file=sys.stderr)
         return 1
+    if args.html is not None:
+        try:
+            args.html.write_text(to_html(result), encoding="utf-8")
+        except OSError as exc:
+            print(f"numa-agent simulate: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 1
     if args.explain:
         # JSON on stdout stays exactly the documented shape; explanations go aside.
         out = sys.stderr if args.json else sys.stdout
