@@ -81,7 +81,7 @@ def render_map(m: MachineMap, *, source: str = "", notes: Sequence[str] = ()) ->
         f"<title>{_e(_title(m, source))}</title>",
         f"<style>{STYLE}{_columns(m)}</style></head><body>",
         *_header(m, source, notes),
-        '<main class="box machine" id="machine">',
+        f'<main class="box machine" id="machine"{_pool_attr(m.machine_pool)}>',
         _heading("h2", "machine", f"CPUs {m.cpus}", m.machine_pool),
     ]
     if m.machine_pool is not None:
@@ -96,7 +96,7 @@ def render_map(m: MachineMap, *, source: str = "", notes: Sequence[str] = ()) ->
     if m.machine_pool is not None:
         parts.extend(_chips(m.machine_pool.shared, "ctrs"))
     if m.reserved or m.reserved_cpus:
-        parts.append('<section class="box" id="pool-reserved">')
+        parts.append('<section class="box" id="pool-reserved" data-pool="reserved">')
         parts.append(
             f"<h3>reserved <small>CPUs {_e(m.reserved_cpus or 'none: the shared CPUs')}"
             "</small></h3>"
@@ -104,7 +104,8 @@ def render_map(m: MachineMap, *, source: str = "", notes: Sequence[str] = ()) ->
         parts.extend(_chips(m.reserved, "ctrs rsv"))
         parts.append("</section>")
     for name, containers in m.elsewhere:
-        parts.append(f'<section class="box"><h3>{_e(name)} <small>(no box)</small></h3>')
+        parts.append(f'<section class="box" data-pool="{_e(name)}">')
+        parts.append(f"<h3>{_e(name)} <small>(a pool with no box on this map)</small></h3>")
         parts.extend(_chips(containers, "ctrs"))
         parts.append("</section>")
     parts.append("</main></body></html>\n")
@@ -181,6 +182,11 @@ def _header(m: MachineMap, source: str, notes: Sequence[str]) -> list[str]:
     return out
 
 
+def _pool_attr(pool: Pool | None) -> str:
+    """Names the pool a box stands for (the policy's pool names: socket0, numa1, ...)."""
+    return "" if pool is None else f' data-pool="{_e(pool.name)}"'
+
+
 def _heading(tag: str, label: str, detail: str, pool: Pool | None) -> str:
     if pool is not None:
         detail += f" · pool {pool.name}"
@@ -227,7 +233,10 @@ def _describe(c: Container) -> str:
 
 
 def _socket(socket: Socket) -> list[str]:
-    out = ['<div class="row">', f'<section class="box socket" id="socket{socket.id}">']
+    out = [
+        '<div class="row">',
+        f'<section class="box socket" id="socket{socket.id}"{_pool_attr(socket.pool)}>',
+    ]
     out.append(_heading("h2", f"socket {socket.id}", f"CPUs {socket.cpus}", socket.pool))
     if socket.pool is not None:
         out.append(_capacity(socket.pool))
@@ -252,7 +261,7 @@ def _socket(socket: Socket) -> list[str]:
 def _die(die: Die, where: str) -> list[str]:
     where = f"die {die.id} · {where}"
     out = [
-        '<section class="box die">',
+        f'<section class="box die"{_pool_attr(die.pool)}>',
         _heading("h3", f"die {die.id}", f"CPUs {die.cpus}", die.pool),
     ]
     if die.pool is not None:
@@ -271,7 +280,7 @@ def _node(node: NumaNode, where: str) -> list[str]:
     where = f"NUMA {node.id} · {where}"
     detail = f"CPUs {node.cpus} · {format_bytes(node.memory_bytes)}"
     out = [
-        f'<section class="box numa" id="numa{node.id}">',
+        f'<section class="box numa" id="numa{node.id}"{_pool_attr(node.pool)}>',
         _heading("h3", f"NUMA {node.id}", detail, node.pool),
     ]
     if node.pool is not None:
@@ -293,7 +302,7 @@ def _node(node: NumaNode, where: str) -> list[str]:
 def _l3(group: L3Group, where: str) -> list[str]:
     where = f"L3 group {group.id} · {where}"
     out = [
-        '<section class="box l3">',
+        f'<section class="box l3"{_pool_attr(group.pool)}>',
         _heading("h3", "L3 group", f"CPUs {group.cpus}", group.pool),
     ]
     if group.pool is not None:
