@@ -65,6 +65,10 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def render_machine_map(
     doc: Mapping[str, Any], *, source: str = "", notes: Sequence[str] = ()
 ) -> str:
@@ -128,7 +132,7 @@ def _columns(m: MachineMap) -> str:
     )
     starts = "".join(f".k{i}{{grid-column-start:{i}}}" for i in range(1, threads + 1))
     spans = "".join(f".n{i}{{grid-column-end:span {i}}}" for i in range(2, threads + 1))
-    return f"\n{starts}{spans}\n.core{{grid-template-columns:repeat({threads},{CELL_PX}px)}}\n"
+    return f"\n{starts}{spans}\n"
 
 
 def _title(m: MachineMap, source: str) -> str:
@@ -151,12 +155,12 @@ def _header(m: MachineMap, source: str, notes: Sequence[str]) -> list[str]:
         out.append(f'<p class="meta">{_e(source)}</p>')
     machine = [
         f"{sum(m.uses.values()) - m.uses[CpuUse.OFFLINE]} CPUs ({_e(m.cpus)})",
-        f"{len(m.sockets)} socket(s)",
-        f"{m.numa_node_count} NUMA node(s)",
+        _n(len(m.sockets), "socket"),
+        _n(m.numa_node_count, "NUMA node"),
     ]
     memory_nodes = sum(len(s.memory_nodes) for s in m.sockets)
     if memory_nodes:
-        machine.append(f"{memory_nodes} memory-only node(s)")
+        machine.append(_n(memory_nodes, "memory-only node"))
     if m.reserved_cpus:
         machine.append(f"reserved {_e(m.reserved_cpus)}")
     if m.isolated_cpus:
@@ -168,15 +172,17 @@ def _header(m: MachineMap, source: str, notes: Sequence[str]) -> list[str]:
     out.append('<ul class="legend">')
     for use in CpuUse:
         count = m.uses[use]
-        extra = f", {m.exclusive_containers} containers" if use is CpuUse.EXCLUSIVE else ""
+        extra = f", {_n(m.exclusive_containers, 'container')}" if use is CpuUse.EXCLUSIVE else ""
         out.append(
             f'<li data-use="{use}"><span class="sw {USE_CLASS[use]}"></span>'
-            f"{_e(LEGEND[use])} ({count} CPUs{extra})</li>"
+            f"{_e(LEGEND[use])} ({_n(count, 'CPU')}{extra})</li>"
         )
+    if m.isolated_cpus:
+        out.append('<li><span class="sw x iso"></span>exclusive, on an isolated CPU</li>')
     shared = sum(1 for c in m.containers if not c.exclusive)
     out.append(
         f'<li><span class="sw m"></span>memory-only NUMA node</li>'
-        f"<li>{shared} shared containers, listed in their pool's box; hover for details</li>"
+        f"<li>{_n(shared, 'shared container')} listed in their pool's box; hover for details</li>"
     )
     out.append("</ul></header>")
     return out
@@ -198,7 +204,7 @@ def _capacity(pool: Pool) -> str:
     if pool.isolated_free:
         free += f" (+{pool.isolated_free} isolated)"
     text = (
-        f"exclusive {pool.exclusive_used} used, {free} · shared {pool.shared_cpus} CPUs, "
+        f"exclusive {pool.exclusive_used} used, {free} · shared {_n(pool.shared_cpus, 'CPU')}, "
         f"{pool.shared_milli_used}m used, {pool.shared_milli_free}m free"
     )
     if pool.memory_bytes:
@@ -370,6 +376,8 @@ def _fit(text: str, chars: int) -> str:
 
 def _cpu(cpu: Cpu, where: str, column: int = 0) -> str:
     cls = USE_CLASS[cpu.use]
+    if cpu.owner is not None and cpu.isolated:
+        cls += " iso"  # an exclusive container on an isolated CPU: marked, same colour
     if column:
         cls += f" k{column}"
     owner = cpu.owner

@@ -31,8 +31,8 @@ p{margin:0 0 4px;overflow-wrap:anywhere}
 .sw.m{background:var(--m)}
 .cap{font-size:11px;color:#333}
 .cores{display:flex;flex-wrap:wrap;gap:3px}
-.core{display:grid;grid-template-rows:13px 23px;gap:0 1px;padding:1px;border:1px solid #444;
-border-radius:3px;background:#fff}
+.core{display:grid;grid-template-rows:13px 23px;grid-auto-columns:54px;gap:0 1px;padding:1px;
+border:1px solid #444;border-radius:3px;background:#fff}
 .core.e{border-style:dashed}
 .cpu{grid-row:1/3;width:54px;height:36px;padding:1px 3px;overflow:hidden;font-size:10px;
 line-height:11px;font-weight:bold;border-radius:2px}
@@ -45,6 +45,7 @@ line-height:11px}
 .s{background:var(--s)}
 .r{background:var(--r)}
 .i{background:var(--i)}
+.iso{box-shadow:inset 0 -4px 0 var(--i)}
 .o{background-color:var(--o);
 background-image:repeating-linear-gradient(135deg,transparent 0 4px,#f4f4f4 4px 7px)}
 .offline .cores{margin-top:2px}
