@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench deb clean
+.PHONY: demo test lint format bench deb clean screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,17 @@ lint: $(STAMP)
 # Relay cost, placement speed and quality; tables on stdout, JSON in bench-results/.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --out bench-results
+
+# The README's machine map (docs/images/machine-map.png): a scenario through
+# `simulate --html`, laid out and photographed by headless Chromium (benchmarks/chromium.py).
+MAP_SCENARIO ?= docs/images/machine-map.yaml
+MAP_PNG ?= docs/images/machine-map.png
+MAP_WIDTH ?= 1100
+screenshot: $(STAMP)
+	page=$$(mktemp --suffix=.html) && \
+	$(BIN)/numa-agent simulate $(MAP_SCENARIO) --html "$$page" >/dev/null && \
+	$(BIN)/python -m benchmarks.chromium "$$page" $(MAP_PNG) --width $(MAP_WIDTH); \
+	rc=$$?; rm -f "$$page"; exit $$rc
 
 format: $(STAMP)
 	$(BIN)/ruff format .
