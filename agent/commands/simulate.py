@@ -1,7 +1,8 @@
 """`numa-agent simulate SCENARIO.yaml`: place a scenario's pods and print where they ran.
 
 Exit 0 when the scenario ran (refused containers are part of its result), 1 when
-the scenario file is invalid or a CRI call other than a container's creation failed.
+the scenario file is invalid, a CRI call other than a container's creation failed,
+or the --html file cannot be written.
 """
 
 from __future__ import annotations
