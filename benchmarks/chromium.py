@@ -202,6 +202,16 @@ class Browser:
         out.write_bytes(base64.b64decode(shot["data"]))
         return int(width), int(height)
 
+    def emulate_media(self, media: str) -> None:
+        """Lay the page out for "print" or "screen" ("" = the default, screen)."""
+        self.command("Emulation.setEmulatedMedia", {"media": media})
+
+    def print_pdf(self, out: Path) -> None:
+        """Print the page as Chromium would to paper, with the page's own @page size
+        and background colours (what "print colour" is for)."""
+        pdf = self.command("Page.printToPDF", {"printBackground": True, "preferCSSPageSize": True})
+        out.write_bytes(base64.b64decode(pdf["data"]))
+
     def close(self) -> None:
         try:
             self._send("Browser.close", None, "")

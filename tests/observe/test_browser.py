@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -202,3 +203,38 @@ def test_nothing_overflows_its_box(laid_out: tuple[SimulationResult, dict[str, A
     assert facts["spilling"] == [], facts["screenshot"]
     assert facts["width"] <= facts["viewport"], "the page scrolls sideways"
     assert facts["body"][2] <= facts["viewport"]
+
+
+PRINTED = """(() => {
+  const paint = e => { const s = getComputedStyle(e);
+                       return s.backgroundColor + ' ' + s.backgroundImage; };
+  const legend = {};
+  for (const li of document.querySelectorAll('.legend li[data-use]'))
+    legend[li.dataset.use] = paint(li.querySelector('.sw'));
+  return {legend, print: matchMedia('print').matches,
+          cells: [...document.querySelectorAll('.cpu')].map(e => [Number(e.dataset.cpu),
+            paint(e), getComputedStyle(e).printColorAdjust])};
+})()"""
+
+
+def test_prints_in_colour(browser: chromium.Browser, tmp_path: Path) -> None:
+    """Printed, the CPUs keep their colours (browsers drop backgrounds unless told)."""
+    result = placed("isolated-offline")
+    page = tmp_path / "isolated-offline.html"
+    page.write_text(to_html(result), encoding="utf-8")
+    browser.load(page, 1400)
+    browser.emulate_media("print")
+    try:
+        facts = browser.evaluate(PRINTED)
+        pdf = tmp_path / "isolated-offline.pdf"
+        browser.print_pdf(pdf)
+    finally:
+        browser.emulate_media("")
+    assert facts["print"]
+    legend = facts["legend"]
+    assert len(set(legend.values())) == 5
+    expected = expected_cpus(result)
+    assert sorted(cpu for cpu, _, _ in facts["cells"]) == sorted(expected)
+    for cpu, paint, adjust in facts["cells"]:
+        assert paint == legend[expected[cpu].use] and adjust == "exact", f"CPU {cpu}"
+    assert pdf.read_bytes().startswith(b"%PDF-")
