@@ -9,7 +9,7 @@ what is missing; the HTML renderer reads only these values.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -145,11 +145,24 @@ class MachineMap:
     reserved: tuple[Container, ...]
     elsewhere: tuple[tuple[str, tuple[Container, ...]], ...]  # unknown pools, or boxless
     containers: tuple[Container, ...]
-    uses: Mapping[CpuUse, int]  # CPUs of each use
 
     @property
     def exclusive_containers(self) -> int:
         return sum(1 for c in self.containers if c.exclusive)
+
+    @property
+    def uses(self) -> Mapping[CpuUse, int]:
+        """How many CPUs of each use (every use, 0 when none)."""
+        counts = Counter(cpu.use for core in self.cores() for cpu in core.cpus)
+        counts[CpuUse.OFFLINE] = len(self.offline)
+        return {use: counts[use] for use in CpuUse}
+
+    def cores(self) -> Iterator[Core]:
+        for socket in self.sockets:
+            for die in socket.dies:
+                for node in die.numa_nodes:
+                    for group in node.l3_groups:
+                        yield from group.cores
 
 
 def _parse(text: str, what: str) -> CPUSet:
@@ -333,16 +346,6 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
         Cpu(cpu, CpuUse.OFFLINE, None, 0, False)
         for cpu in _parse(machine.get("offline_cpus", ""), "machine.offline_cpus")
     )
-    uses: Counter[CpuUse] = Counter(
-        cpu.use
-        for s in sockets
-        for d in s.dies
-        for n in d.numa_nodes
-        for g in n.l3_groups
-        for core in g.cores
-        for cpu in core.cpus
-    )
-    uses[CpuUse.OFFLINE] = len(offline)
     return MachineMap(
         agent=doc.get("agent"),
         cpus=str(machine["cpus"]),
@@ -355,5 +358,4 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
         reserved=reserved,
         elsewhere=tuple((name, cs) for name, cs in elsewhere if cs),
         containers=tuple(containers),
-        uses={use: uses[use] for use in CpuUse},
     )

@@ -70,21 +70,27 @@ def _n(count: int, word: str) -> str:
 
 
 def render_machine_map(
-    doc: Mapping[str, Any], *, source: str = "", notes: Sequence[str] = ()
+    doc: Mapping[str, Any],
+    *,
+    source: str = "",
+    description: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """The page for a status document (MapError if it cannot be drawn). `source` says
-    where the state comes from when the document has no agent (a simulated scenario);
-    `notes` are lines shown under the header (a simulation's refusals)."""
-    return render_map(build_map(doc), source=source, notes=notes)
+    where the state comes from when the document has no agent (a simulated scenario),
+    `description` what it is; `notes` are warnings under the header (refusals)."""
+    return render_map(build_map(doc), source=source, description=description, notes=notes)
 
 
-def render_map(m: MachineMap, *, source: str = "", notes: Sequence[str] = ()) -> str:
+def render_map(
+    m: MachineMap, *, source: str = "", description: str = "", notes: Sequence[str] = ()
+) -> str:
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width,initial-scale=1">',
         f"<title>{_e(_title(m, source))}</title>",
         f"<style>{STYLE}{_columns(m)}</style></head><body>",
-        *_header(m, source, notes),
+        *_header(m, source, description, notes),
         f'<main class="box machine" id="machine"{_pool_attr(m.machine_pool)}>',
         _heading("h2", "machine", f"CPUs {m.cpus}", m.machine_pool),
     ]
@@ -119,17 +125,7 @@ def render_map(m: MachineMap, *, source: str = "", notes: Sequence[str] = ()) ->
 def _columns(m: MachineMap) -> str:
     """Grid placement classes for as many threads per core as this machine has:
     `kN` puts a CPU (or a label) in column N, `nN` makes a label span N columns."""
-    threads = max(
-        (
-            len(core.cpus)
-            for s in m.sockets
-            for d in s.dies
-            for n in d.numa_nodes
-            for g in n.l3_groups
-            for core in g.cores
-        ),
-        default=1,
-    )
+    threads = max((len(core.cpus) for core in m.cores()), default=1)
     starts = "".join(f".k{i}{{grid-column-start:{i}}}" for i in range(1, threads + 1))
     spans = "".join(f".n{i}{{grid-column-end:span {i}}}" for i in range(2, threads + 1))
     return f"\n{starts}{spans}\n"
@@ -140,7 +136,7 @@ def _title(m: MachineMap, source: str) -> str:
     return f"machine map: {where}" if where else "machine map"
 
 
-def _header(m: MachineMap, source: str, notes: Sequence[str]) -> list[str]:
+def _header(m: MachineMap, source: str, description: str, notes: Sequence[str]) -> list[str]:
     out = ["<header><h1>numa-agent machine map</h1>"]
     agent = m.agent
     if agent:
@@ -151,8 +147,9 @@ def _header(m: MachineMap, source: str, notes: Sequence[str]) -> list[str]:
             f"{len(m.containers)} containers placed · "
             f"{_e(agent['pending_updates'])} cpuset updates pending</p>"
         )
-    if source:
-        out.append(f'<p class="meta">{_e(source)}</p>')
+    if source or description:
+        text = f"{source}: {description}" if source and description else source or description
+        out.append(f'<p class="meta">{_e(text)}</p>')
     machine = [
         f"{sum(m.uses.values()) - m.uses[CpuUse.OFFLINE]} CPUs ({_e(m.cpus)})",
         _n(len(m.sockets), "socket"),

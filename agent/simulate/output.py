@@ -57,12 +57,15 @@ def to_html(result: SimulationResult) -> str:
         result.placements,
         result.capacity,
     )
-    description = result.scenario.description.strip()
-    source = f"scenario {result.scenario.source}" + (f": {description}" if description else "")
     notes = [
         f"refused {e.namespace}/{e.pod}/{e.name}: {e.code}: {e.message}" for e in result.errors
     ]
-    return render_machine_map(doc, source=source, notes=notes)
+    return render_machine_map(
+        doc,
+        source=f"scenario {result.scenario.source}",
+        description=" ".join(result.scenario.description.split()),
+        notes=notes,
+    )
 
 
 def render_explanations(result: SimulationResult) -> str:
