@@ -73,6 +73,7 @@ class Timing:
     wall_ms: float
     dom_content_loaded_ms: float
     load_event_end_ms: float
+    laid_out_ms: float  # when a forced layout of the whole page had finished
 
 
 class Browser:
@@ -167,9 +168,10 @@ class Browser:
         wall = (time.monotonic() - began) * 1000
         nav = self.evaluate(
             "(() => { const n = performance.getEntriesByType('navigation')[0];"
-            " return [n.domContentLoadedEventEnd, n.loadEventEnd]; })()"
+            " document.body.getBoundingClientRect();"
+            " return [n.domContentLoadedEventEnd, n.loadEventEnd, performance.now()]; })()"
         )
-        return Timing(round(wall, 1), round(float(nav[0]), 1), round(float(nav[1]), 1))
+        return Timing(round(wall, 1), *(round(float(v), 1) for v in nav))
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression evaluated in the page."""
