@@ -69,7 +69,11 @@ MEASURE = """(() => {
     .filter(e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1)
     .map(name);
   const body = rect(document.body);
-  return {cpus, labels, legend, outside, spilling, body,
+  const memory = [...document.querySelectorAll('.mem')].map(e => ({
+    node: Number(e.id.replace('memnode', '')), rect: rect(e),
+    beside: e.parentElement.querySelector('.socket').id,
+    socket: rect(e.parentElement.querySelector('.socket'))}));
+  return {cpus, labels, legend, outside, spilling, body, memory,
           width: document.documentElement.scrollWidth, viewport: innerWidth};
 })()""".replace("SLACK", str(SLACK))
 
@@ -203,6 +207,20 @@ def test_nothing_overflows_its_box(laid_out: tuple[SimulationResult, dict[str, A
     assert facts["spilling"] == [], facts["screenshot"]
     assert facts["width"] <= facts["viewport"], "the page scrolls sideways"
     assert facts["body"][2] <= facts["viewport"]
+
+
+def test_memory_only_nodes_stand_beside_their_socket(
+    laid_out: tuple[SimulationResult, dict[str, Any]],
+) -> None:
+    result, facts = laid_out
+    machine = result.machine
+    socket_of = {n.id: s.id for s in machine.sockets for n in s.numa_nodes}
+    want = {m.id: f"socket{socket_of[m.closest_cpu_node]}" for m in machine.memory_only_nodes}
+    assert {m["node"]: m["beside"] for m in facts["memory"]} == want
+    for m in facts["memory"]:
+        node, socket = m["rect"], m["socket"]
+        assert node[0] >= socket[2], "to the right of its socket"
+        assert node[1] < socket[3] and node[3] > socket[1], "level with its socket"
 
 
 PRINTED = """(() => {

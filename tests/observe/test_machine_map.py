@@ -203,3 +203,14 @@ def test_a_malformed_document_is_a_map_error() -> None:
 )
 def test_labels_are_cut_in_the_middle_when_there_is_room(text: str, chars: int, shown: str) -> None:
     assert _fit(text, chars) == shown
+
+
+def test_containers_of_a_pool_the_machine_lacks_are_still_listed() -> None:
+    doc = copy.deepcopy(_document())
+    stray = copy.deepcopy(doc["reserved"]["containers"][0])
+    stray.update(pod="stray", name="main", pool="numa9", exclusive=False)
+    doc["unknown_pools"] = {"numa9": [stray]}
+    page = read(render_machine_map(doc))
+    assert [(pool, title.splitlines()[0]) for pool, _t, title in page.chips if pool == "numa9"] == [
+        ("numa9", f"{stray['namespace']}/stray/main")
+    ]
