@@ -19,6 +19,7 @@ from typing import Any
 from agent import __version__
 from agent.config import AgentConfig, ConfigError, resolve_config
 from agent.introspect.document import AgentInfo, status_document
+from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
@@ -27,7 +28,7 @@ from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
 from agent.observe.process import process_stats
-from agent.observe.server import MetricsServer, MetricsServerError
+from agent.observe.server import MACHINE_PATH, MetricsServer, MetricsServerError
 from agent.relay import listen
 from agent.relay.backend import Backend, BackendError
 from agent.relay.endpoint import Endpoint
@@ -151,7 +152,11 @@ class Daemon:
         if metrics is not None:
             metrics.watch(self.node)
             try:
-                self.metrics_server = MetricsServer(cfg.metrics_address, metrics.registry)
+                self.metrics_server = MetricsServer(
+                    cfg.metrics_address,
+                    metrics.registry,
+                    pages={MACHINE_PATH: lambda: render_machine_map(self.status())},
+                )
             except MetricsServerError as err:
                 raise StartupError(str(err)) from err
             log.info("metrics on http://%s/metrics", cfg.metrics_address)
