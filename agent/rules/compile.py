@@ -273,7 +273,7 @@ def compile_selector(raw: kube.LabelSelector, path: str) -> LabelSelector:
         )
     pairs: list[tuple[str, str]] = []
     where = join(path, "matchLabels")
-    for key, value in labels.items():
+    for key, value in sorted(labels.items()):
         at = f"{where}[{_cut(key)}]"
         _label_key(key, at)
         if not isinstance(value, str):

@@ -57,6 +57,10 @@ def _decode(text: str, kind: Any) -> Any:
         return msgspec.convert(_plain(data), kind, strict=True)
     except msgspec.ValidationError as err:
         raise _explain(str(err), data, kind) from None
+    except UnicodeEncodeError:  # msgspec's strings are UTF-8
+        raise PathError(
+            "", "has text that is not valid Unicode (a lone surrogate such as \\ud800)"
+        ) from None
 
 
 def load_text(text: str) -> object:

@@ -21,8 +21,9 @@ class RuleError(ValueError):
 
     def __init__(self, annotation: str, path: str, reason: str) -> None:
         self.annotation = annotation
-        self.path = path
-        self.reason = reason
+        self.path = _printable(path)
+        self.reason = _printable(reason)
+        path, reason = self.path, self.reason
         super().__init__(f"{annotation}: {path}: {reason}" if path else f"{annotation}: {reason}")
 
     def render(self, *, pod: str, container: str) -> str:
@@ -46,6 +47,12 @@ class PathError(Exception):
         super().__init__(f"{path}: {reason}" if path else reason)
         self.path = path
         self.reason = reason
+
+
+def _printable(text: str) -> str:
+    """Text that encodes as UTF-8: lone surrogates (from `"\\ud800"` in the
+    annotation) escaped, so that logs and gRPC statuses can carry the message."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def join(path: str, field: str | int) -> str:

@@ -83,9 +83,10 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
-    """A compiled meta/v1 LabelSelector: every matchLabels pair and every
-    requirement must hold (ANDed). No requirements at all (`{}`) matches every
-    pod; an absent selector is None where it is used, and matches none."""
+    """A compiled meta/v1 LabelSelector: every matchLabels pair (sorted by key)
+    and every requirement (in written order) must hold (ANDed). No requirements
+    at all (`{}`) matches every pod; an absent selector is None where it is
+    used, and matches none."""
 
     match_labels: tuple[tuple[str, str], ...] = ()
     requirements: tuple[Requirement, ...] = ()
