@@ -85,9 +85,10 @@ def check_rules(workload: Workload) -> RuleFindings:
     else:
         summary = None if rules.is_empty else describe_rules(rules)
     warnings = [
-        f"{path} is {key!r}, a key of the machine's parts that no node carries: the cluster "
-        f"scheduler would look for it on nodes (a required rule leaves the pod unschedulable); "
-        f"rules inside the node go in the {_annotation_for(path)} annotation"
+        f"{path} is {key!r}, a key of the machine's parts that no node carries, so the "
+        "cluster scheduler cannot apply this rule as meant (required pod or node affinity and "
+        "DoNotSchedule spreading leave the pod Pending; anti-affinity does nothing); rules "
+        f"inside the node go in the {_annotation_for(path)} annotation"
         for path, key in workload.node_local_keys
     ]
     return RuleFindings(tuple(errors), tuple(warnings), summary)

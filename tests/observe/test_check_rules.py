@@ -177,9 +177,10 @@ def test_spec_rules_with_node_local_keys_are_warned_about(
     ]
     assert warnings[0] == (
         f"  warning: spec.affinity.podAntiAffinity.{REQ}[0].topologyKey is "
-        "'numa-agent.io/socket', a key of the machine's parts that no node carries: the "
-        "cluster scheduler would look for it on nodes (a required rule leaves the pod "
-        f"unschedulable); rules inside the node go in the {ANNOTATION_AFFINITY} annotation"
+        "'numa-agent.io/socket', a key of the machine's parts that no node carries, so the "
+        "cluster scheduler cannot apply this rule as meant (required pod or node affinity and "
+        "DoNotSchedule spreading leave the pod Pending; anti-affinity does nothing); rules "
+        f"inside the node go in the {ANNOTATION_AFFINITY} annotation"
     )
     assert warnings[-1].endswith(f"go in the {ANNOTATION_SPREAD} annotation")
     assert "no affinity annotations" in out and "ok:" in out
