@@ -161,7 +161,10 @@ def _plain(data: object) -> object:
 def _plain_value(data: object) -> object:
     if isinstance(data, Scalar):
         if data.tag == "int":
-            number = data.integer()
+            try:
+                number = data.integer()
+            except IndexError:  # `!!int` with no digits: Scalar.integer lets this through
+                number = None
             return data if number is None else _yaml_int(number, data.text)
         if data.tag == "null":
             return None
@@ -339,6 +342,8 @@ def describe(value: object) -> str:
     if isinstance(value, Scalar):
         if value.tag == "null":
             return "null"
+        if not value.text:
+            return f"an empty YAML {value.tag}"
         return f"{_cut(value.text)}, a YAML {value.tag}"
     if isinstance(value, YamlInt):
         return f"{_cut(value.text)}, a YAML int"

@@ -898,6 +898,13 @@ INVALID: list[tuple[str, str, str, str, str]] = [
         "[0].labelSelector.matchExpressions[0].values",
         "must be empty or left out for operator Exists",
     ),
+    (
+        "an explicit int tag with no digits",
+        AFF,
+        f"podAffinity: {{{PREF}: [{{weight: !!int , podAffinityTerm: {{{OK_TERM}}}}}]}}",
+        f"podAffinity.{PREF}[0].weight",
+        "must be an integer, not an empty YAML int",
+    ),
     # whole-value problems
     (
         "not YAML",
