@@ -195,10 +195,10 @@ def _plain_value(data: object) -> object:
 def _format(segments: list[Segment]) -> str:
     path = ""
     for segment in segments:
-        if isinstance(segment, int) or _FIELD_NAME.fullmatch(segment):
+        if isinstance(segment, int) or (len(segment) <= 80 and _FIELD_NAME.fullmatch(segment)):
             path = join(path, segment)
         else:
-            path += f"[{segment}]"
+            path += f"[{_cut(segment)}]"  # a map key, or a name too long to repeat whole
     return path
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from agent.affinity.errors import quote
 
-__all__ = ["PathError", "RuleError", "join", "quote"]
+__all__ = ["MAX_REASON", "PathError", "RuleError", "join", "quote"]
+
+# Reasons quote what was written, cut short; YAML's own messages may not be.
+MAX_REASON = 1000
 
 
 class RuleError(ValueError):
@@ -22,7 +25,9 @@ class RuleError(ValueError):
     def __init__(self, annotation: str, path: str, reason: str) -> None:
         self.annotation = annotation
         self.path = _printable(path)
-        self.reason = _printable(reason)
+        self.reason = _printable(
+            reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+        )
         path, reason = self.path, self.reason
         super().__init__(f"{annotation}: {path}: {reason}" if path else f"{annotation}: {reason}")
 
