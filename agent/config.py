@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.policy.config import ConfigError, PolicyConfig
+from agent.relay.endpoint import Endpoint, EndpointError
 from agent.yamlfile import YamlFileError, read_yaml_file
 
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
@@ -35,6 +36,7 @@ class AgentConfig:
     log_level: str = "info"
     log_format: str = "text"
     metrics_address: str = ""  # empty: metrics off
+    reconcile_period: float = 10.0  # seconds between checks of the kernel's view; 0: off
     policy: PolicyConfig = field(default_factory=PolicyConfig)
 
     @property
@@ -53,16 +55,9 @@ AGENT_KEYS: dict[str, str] = {
     "log_level": "debug, info, warning or error",
     "log_format": "text or json",
     "metrics_address": "host:port of the Prometheus endpoint; empty = off",
+    "reconcile_period": "seconds between checks that the kernel enforces the agent's "
+    "cpusets (repairs what a runtime dropped); 0 = off",
 }
-
-
-def socket_path(endpoint: str) -> str:
-    """`unix:///path` or a bare path -> the file system path."""
-    if endpoint.startswith("unix://"):
-        return endpoint[len("unix://") :]
-    if "://" in endpoint:
-        raise ConfigError(f"endpoint {endpoint!r}: only unix sockets are supported")
-    return endpoint
 
 
 def _check_str(key: str, value: Any) -> str:
@@ -71,14 +66,30 @@ def _check_str(key: str, value: Any) -> str:
     return value
 
 
+def _seconds(key: str, value: Any) -> float:
+    """A duration in seconds: a number, or a numeric string from the command line."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    if value == float("inf"):
+        raise ConfigError(f"{key}: expected a finite number of seconds, got {value!r}")
+    return float(value)
+
+
 def _validate_agent_key(key: str, value: Any) -> Any:
+    if key == "reconcile_period":
+        return _seconds(key, value)
     text = _check_str(key, value)
     if key in ("runtime_endpoint", "listen") and not text:
         raise ConfigError(f"{key}: must not be empty")
     if key in ("runtime_endpoint", "image_endpoint", "listen") and text:
         try:
-            socket_path(text)
-        except ConfigError as err:
+            Endpoint.parse(text)  # the same parser the relay uses at start
+        except EndpointError as err:
             raise ConfigError(f"{key}: {err}") from None
     if key == "log_level" and text not in LOG_LEVELS:
         raise ConfigError(f"log_level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
