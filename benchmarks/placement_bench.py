@@ -21,9 +21,10 @@ from pathlib import Path
 
 from agent.affinity import effective_affinity, parse_pod_affinities
 from agent.policy.config import PolicyConfig
-from agent.policy.errors import ResourceExhausted
+from agent.policy.errors import ResourceExhausted, RuleUnsatisfied
 from agent.policy.policy import Policy
 from agent.policy.request import ContainerRequest, Resources
+from agent.rules import NO_RULES, parse_pod_rules
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from topology.fakesysfs import MachineSpec, write_sysfs
 from topology.sysfs import read_machine
@@ -38,6 +39,44 @@ MACHINES = {
 }
 PLACED = (0, 100, 250, 500)
 APPS = 40
+WORKLOADS = ("cri-rm", "pod-rules")
+REFUSED = (ResourceExhausted, RuleUnsatisfied)
+
+# numa-agent.io rules, by share of pods (the rest have none).
+POD_RULES = (
+    (
+        0.2,
+        "podAntiAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 50, "
+        "podAffinityTerm: {{labelSelector: {{matchLabels: {{app: {own}}}}}, "
+        "topologyKey: numa-agent.io/socket}}}}]}}",
+        None,
+    ),
+    (
+        0.15,
+        "podAffinity: {{preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 30, "
+        "podAffinityTerm: {{labelSelector: {{matchLabels: {{app: {partner}}}}}, "
+        "topologyKey: numa-agent.io/numa}}}}]}}",
+        None,
+    ),
+    (
+        0.1,
+        "podAntiAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: [{{labelSelector: "
+        "{{matchLabels: {{app: {own}}}}}, topologyKey: numa-agent.io/numa}}]}}",
+        None,
+    ),
+    (
+        0.15,
+        None,
+        "[{{maxSkew: 1, topologyKey: numa-agent.io/numa, whenUnsatisfiable: ScheduleAnyway, "
+        "labelSelector: {{matchLabels: {{app: {own}}}}}}}]",
+    ),
+    (
+        0.05,
+        None,
+        "[{{maxSkew: 2, topologyKey: numa-agent.io/socket, whenUnsatisfiable: DoNotSchedule, "
+        "labelSelector: {{matchLabels: {{app: {own}}}}}}}]",
+    ),
+)
 
 AFFINITY = """\
 app:
@@ -58,7 +97,7 @@ def machine(spec: MachineSpec) -> Machine:
         return read_machine(Path(tmp), cpu_info=False)
 
 
-def make_request(serial: int, rng: random.Random) -> ContainerRequest:
+def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> ContainerRequest:
     app = f"app{rng.randrange(APPS)}"
     roll = rng.random()
     if roll < 0.15:
@@ -68,10 +107,22 @@ def make_request(serial: int, rng: random.Random) -> ContainerRequest:
     else:
         qos, milli, limit = QoSClass.BURSTABLE, rng.choice((50, 100, 200, 250, 500)), 0
     annotations: dict[str, str] = {}
-    if rng.random() < 0.5:
-        partner = f"app{rng.randrange(APPS)}"
+    partner = f"app{rng.randrange(APPS)}"
+    if workload == "cri-rm" and rng.random() < 0.5:
         annotations["cri-resource-manager.intel.com/affinity"] = AFFINITY.format(partner=partner)
         annotations["cri-resource-manager.intel.com/anti-affinity"] = ANTI_AFFINITY.format(own=app)
+    elif workload == "pod-rules":
+        roll = rng.random()
+        for share, affinity, spread in POD_RULES:
+            roll -= share
+            if roll < 0:
+                if affinity is not None:
+                    text = affinity.format(own=app, partner=partner)
+                    annotations["numa-agent.io/affinity"] = text
+                if spread is not None:
+                    text = spread.format(own=app)
+                    annotations["numa-agent.io/topology-spread-constraints"] = text
+                break
     pod = PodInfo(
         uid=f"uid-{serial}",
         name=f"{app}-{serial}",
@@ -91,27 +142,30 @@ def make_request(serial: int, rng: random.Random) -> ContainerRequest:
         def fn(other: ContainerInfo) -> int:
             return effective_affinity(container, rules, other)
 
-    return ContainerRequest(f"c{serial}", container, resources, fn)
+    pod_rules = parse_pod_rules(annotations) if workload == "pod-rules" else NO_RULES
+    return ContainerRequest(f"c{serial}", container, resources, fn, pod_rules)
 
 
-def measure(hw: Machine, placed: int, samples: int) -> tuple[float, float, int]:
+def measure(
+    hw: Machine, placed: int, samples: int, workload: str = "cri-rm"
+) -> tuple[float, float, int]:
     rng = random.Random(placed * 7919 + 1)
     pol = Policy(hw, PolicyConfig())
     serial = 0
     while len(pol.assignments()) < placed:
         serial += 1
         try:
-            pol.place(make_request(serial, rng))
-        except ResourceExhausted:
+            pol.place(make_request(serial, rng, workload))
+        except REFUSED:
             continue
     times: list[float] = []
     for _ in range(samples):
         serial += 1
-        req = make_request(serial, rng)
+        req = make_request(serial, rng, workload)
         start = time.perf_counter()
         try:
             pol.place(req)
-        except ResourceExhausted:
+        except REFUSED:
             continue
         finally:
             times.append(time.perf_counter() - start)
@@ -125,13 +179,15 @@ def measure(hw: Machine, placed: int, samples: int) -> tuple[float, float, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--workload", choices=WORKLOADS, action="append")
     args = parser.parse_args(argv)
-    print(f"{'machine':32} {'placed':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'machine':32} {'workload':10} {'placed':>6} {'p50 ms':>8} {'p99 ms':>8}")
     for name, spec in MACHINES.items():
         hw = machine(spec)
-        for placed in PLACED:
-            p50, p99, count = measure(hw, placed, args.samples)
-            print(f"{name:32} {count:6d} {p50:8.3f} {p99:8.3f}")
+        for workload in args.workload or WORKLOADS:
+            for placed in PLACED:
+                p50, p99, count = measure(hw, placed, args.samples, workload)
+                print(f"{name:32} {workload:10} {count:6d} {p50:8.3f} {p99:8.3f}")
     return 0
 
 

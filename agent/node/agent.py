@@ -32,7 +32,7 @@ from agent.node.describe import (
     pod_from_config,
     resources_of,
 )
-from agent.node.requests import container_rules, request_for, running_request
+from agent.node.requests import container_rules, pod_rules, request_for, running_request
 from agent.node.restart import list_runtime, rebuild
 from agent.node.runtime_access import RuntimeAccess
 from agent.node.updates import Updater
@@ -43,10 +43,12 @@ from agent.policy.policy import (
     PlacementError,
     PoolCapacity,
     ResourceExhausted,
+    RuleUnsatisfied,
 )
 from agent.policy.request import Resources
 from agent.relay.backend import BackendError
 from agent.relay.hooks import Forward, Hook, HookAbort
+from agent.rules import RuleError
 from agent.state import schema
 from agent.state.store import StateStore
 from agent.state.writer import Snapshot, StateWriter
@@ -355,6 +357,8 @@ class NodeAgent:
             return place()
         except ResourceExhausted as err:
             raise self._refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, info, err) from err
+        except RuleUnsatisfied as err:
+            raise self._refusal(grpc.StatusCode.FAILED_PRECONDITION, info, err) from err
         except InvalidRequest as err:
             raise self._refusal(grpc.StatusCode.INVALID_ARGUMENT, info, err) from err
         except PlacementError as err:
@@ -409,10 +413,11 @@ class NodeAgent:
         info = container_info(name, container_pod(pod, res), config.labels, config.annotations)
         try:
             rules = container_rules(info)
-        except AnnotationError as err:
+            prules = pod_rules(info)
+        except (AnnotationError, RuleError) as err:
             raise self._refusal(grpc.StatusCode.INVALID_ARGUMENT, info, err) from err
         key = f"{sandbox_id}/{name}/{config.metadata.attempt}"
-        creq = request_for(key, info, res, rules)
+        creq = request_for(key, info, res, rules, prules)
         with self._lock:
             unresolved = self._books.unresolved.get(key)
         if unresolved is not None and self._resolve_create(key, unresolved):

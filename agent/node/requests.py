@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from agent.affinity import AnnotationError, Rule, effective_affinity, parse_pod_affinities
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.rules import NO_RULES, PodRules, RuleError, parse_pod_rules
 from agent.workload import ContainerInfo
 
 
@@ -20,10 +21,20 @@ def container_rules(info: ContainerInfo) -> tuple[Rule, ...]:
     return parse_pod_affinities(info.pod.annotations).rules_for(info.name)
 
 
+def pod_rules(info: ContainerInfo) -> PodRules:
+    """The pod's numa-agent.io rules (pod and node affinity, spread); RuleError if bad.
+    Parsed once per annotation text (cached), so once per pod, not per container."""
+    return parse_pod_rules(info.pod.annotations)
+
+
 def request_for(
-    key: str, info: ContainerInfo, resources: Resources, rules: Sequence[Rule]
+    key: str,
+    info: ContainerInfo,
+    resources: Resources,
+    rules: Sequence[Rule],
+    pod: PodRules = NO_RULES,
 ) -> ContainerRequest:
-    return ContainerRequest(key, info, resources, _affinity(info, tuple(rules)))
+    return ContainerRequest(key, info, resources, _affinity(info, tuple(rules)), pod)
 
 
 def running_request(key: str, info: ContainerInfo, resources: Resources) -> ContainerRequest:
@@ -32,7 +43,11 @@ def running_request(key: str, info: ContainerInfo, resources: Resources) -> Cont
         rules = container_rules(info)
     except AnnotationError:
         rules = ()
-    return request_for(key, info, resources, rules)
+    try:
+        pod = pod_rules(info)
+    except RuleError:
+        pod = NO_RULES
+    return request_for(key, info, resources, rules, pod)
 
 
 def _affinity(info: ContainerInfo, rules: tuple[Rule, ...]) -> AffinityFn | None:

@@ -39,7 +39,7 @@ CALL_BUCKETS = (
 )
 # A policy decision is pure computation: tens of microseconds to milliseconds.
 DECISION_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1)
-REFUSAL_REASONS = ("invalid_argument", "resource_exhausted", "internal")
+REFUSAL_REASONS = ("invalid_argument", "resource_exhausted", "failed_precondition", "internal")
 
 
 class PlacedLike(Protocol):

@@ -30,6 +30,12 @@ class PolicyConfig:
     # `web: [cache]` pulls a cache created after its web. Off: a container's rules
     # act when it is placed (cri-resource-manager's behaviour).
     symmetric_affinity: bool = False
+    # Daemons: containers of these namespaces are invisible to required pod
+    # anti-affinity, in both directions (docs/pod-rules.md).
+    system_namespaces: tuple[str, ...] = ("kube-system",)
+    # Namespaces whose pods may have a required anti-affinity to every pod of every
+    # namespace above the core level (it closes whole sockets to everyone else).
+    exclusive_domain_namespaces: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> PolicyConfig:
@@ -45,7 +51,7 @@ class PolicyConfig:
         for key, value in data.items():
             if key == "reserved_cpus":
                 values[key] = _cpuset(key, value)
-            elif key == "reserved_namespaces":
+            elif key in ("reserved_namespaces", "system_namespaces", "exclusive_domain_namespaces"):
                 values[key] = _namespaces(key, value)
             elif key == "colocate_weight":
                 values[key] = _int(key, value)

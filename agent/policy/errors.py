@@ -1,7 +1,8 @@
 """Why a container could not be placed: one exception class per failure kind.
 
 The relay maps them once to gRPC codes (ResourceExhausted -> RESOURCE_EXHAUSTED,
-InvalidRequest -> INVALID_ARGUMENT); `policy.py` re-exports them.
+RuleUnsatisfied -> FAILED_PRECONDITION, InvalidRequest -> INVALID_ARGUMENT);
+`policy.py` re-exports them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ class PlacementError(Exception):
 
 class ResourceExhausted(PlacementError):
     """No pool has the capacity the container needs; the message says what was asked and free."""
+
+
+class RuleUnsatisfied(PlacementError):
+    """Places with capacity exist, but the pod's rules (or other pods' rules about it)
+    allow none of them; the message names each rule and why."""
 
 
 class InvalidRequest(PlacementError):

@@ -15,12 +15,14 @@ from agent.policy.request import CpuKind, Need
 # The comparator's rules in order, one per element of a candidate's rank tuple.
 RULES_SHARED = (
     "higher affinity score",
+    "lower spread skew",
     "deeper pool",
     "less loaded pool",
     "lower pool id",
 )
 RULES_EXCLUSIVE = (
     "higher affinity score",
+    "lower spread skew",
     "deeper pool",
     "less fragmentation",
     "lower pool id",
@@ -34,10 +36,12 @@ MAX_LISTED = 12
 class Candidate:
     pool: Pool
     score: float
-    rank: tuple[float, int, tuple[float, ...], int]
+    rank: tuple[float, int, int, tuple[float, ...], int]
     detail: str  # "load 35%" / "splits 0 cores, leaves 12 free"
     pick: int = 0  # exclusive CPUs chosen in this pool (mask)
     home: int = 0  # the pool the container ends up in (exclusive: the deepest holding `pick`)
+    notes: tuple[str, ...] = ()  # what the pod rules gave this place: "+50 <rule>", "skew 1 ..."
+    occupied: int = 0  # the CPUs the container would occupy here (its pool, or its pick)
 
 
 def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:
@@ -67,6 +71,9 @@ def explain(
         f"{key}: {need.why}, needs {need.describe()}",
         f"  -> {winner.pool.name} (score {winner.score:.3f}): {why}",
     ]
+    for candidate in ranked[:MAX_LISTED]:
+        if candidate.notes:
+            lines.append(f"  rules for {candidate.pool.name}: {'; '.join(candidate.notes)}")
     listed = ", ".join(f"{c.pool.name} {c.score:.3f} [{c.detail}]" for c in ranked[:MAX_LISTED])
     more = f" (+{len(ranked) - MAX_LISTED} more)" if len(ranked) > MAX_LISTED else ""
     lines.append(f"  candidates: {listed}{more}")

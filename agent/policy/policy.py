@@ -15,14 +15,19 @@ from dataclasses import dataclass, replace
 from agent.policy.accounting import PoolState, pool_states
 from agent.policy.closeness import closeness_table
 from agent.policy.config import ConfigError, PolicyConfig
+from agent.policy.constraints import Evaluation, Required
 from agent.policy.cpus import pick_exclusive
+from agent.policy.domains import machine_topology
 from agent.policy.errors import (
     InvalidRequest,
     PlacementError,
     ResourceExhausted,
+    RuleUnsatisfied,
     UnknownContainer,
 )
 from agent.policy.explain import Candidate, explain
+from agent.policy.numa_labels import numa_label_sets
+from agent.policy.occupancy import Occupancy
 from agent.policy.pools import Pool, PoolTree, build_pools
 from agent.policy.record import RESERVED_POOL_NAME, PlacementRecord, SavedPlacement
 from agent.policy.request import ContainerRequest, CpuKind, Need, classify
@@ -39,12 +44,14 @@ __all__ = [
     "Policy",
     "PoolCapacity",
     "ResourceExhausted",
+    "RuleUnsatisfied",
     "SavedPlacement",
     "UnknownContainer",
 ]
 
 # Scores are sums of products of floats; rounding keeps symmetric pools tied.
 SCORE_DIGITS = 9
+MAX_FULL_LISTED = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,12 @@ class Policy:
         self._memory_known = any(n.memory_bytes for n in machine.iter_numa_nodes())
         self._reserved_mems = self._mems_of_cpus(self._reserved)
         self._states = pool_states(self.tree)
+        self._topology = machine_topology(machine)
+        self._occupancy = Occupancy()  # which pods occupy which CPUs (pod rules)
+        self._numa = {
+            n.id: (n.cpus.mask, numa_label_sets(machine, config)[n.id])
+            for n in machine.iter_numa_nodes()
+        }
         self._taken = 0  # exclusive CPUs, as a mask
         self._reserved_keys: set[str] = set()  # containers of reserved namespaces
         self._records: dict[str, PlacementRecord] = {}
@@ -204,6 +217,7 @@ class Policy:
         request = replace(request, key=new_key, container=container)
         del self._records[old_key]
         self._records[new_key] = replace(record, request=request)
+        self._occupancy.rekey(old_key, new_key, record.request.container)
         groups = [self._reserved_keys] if record.pool is None else []
         if record.pool is not None:
             groups.append(self._states[record.pool.index].members)
@@ -273,11 +287,14 @@ class Policy:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"
             return self._install(self._new_record(request, need, None, 0, 0.0, note))
-        ranked, rejected = self._rank(request, need)
+        ranked, rejected, ruled_out = self._rank(request, need)
         if forced is not None:
             ranked = [c for c in ranked if c.pool.index == forced]
             rejected = [r for r in rejected if r[0].index == forced]
+            ruled_out = [r for r in ruled_out if r[0].index == forced]
         if not ranked:
+            if ruled_out:
+                raise RuleUnsatisfied(self._unsatisfied(need, ruled_out, rejected))
             raise ResourceExhausted(self._exhausted(need, rejected))
         winner = ranked[0]
         text = explain(request.key, need, ranked, rejected)
@@ -319,50 +336,91 @@ class Policy:
 
     def _rank(
         self, request: ContainerRequest, need: Need
-    ) -> tuple[list[Candidate], list[tuple[Pool, str]]]:
-        """Every pool with capacity, best first, and the others with the reason they are out.
+    ) -> tuple[list[Candidate], list[tuple[Pool, str]], list[tuple[Pool, list[Required]]]]:
+        """Every pool with capacity that the pod rules allow, best first; the pools
+        without capacity with the reason; the pools the rules rule out with the rules.
 
         The rank tuple is the comparator, rule by rule:
-        1. higher affinity score: the weighted pull and push of the container's affinities;
-        2. deeper pool: threads and memory stay close when nothing says otherwise;
-        3. shared: less loaded after placement (spreads shared work);
+        1. higher score: the weighted pull and push of the container's affinities
+           (cri-resource-manager's annotations, by hardware closeness), plus the
+           weight of every preferred pod rule (numa-agent.io) the place satisfies;
+        2. lower spread skew (ScheduleAnyway constraints, summed);
+        3. deeper pool: threads and memory stay close when nothing says otherwise;
+        4. shared: less loaded after placement (spreads shared work);
            exclusive: isolated CPUs when the container prefers them, then fewer newly
            split cores, then fewer free CPUs left over (best fit keeps large holes
            for large requests);
-        4. lower pool id: deterministic.
+        5. lower pool id: deterministic.
         """
         scores = self._scores(request)
+        rules = self._evaluation(request)
         shared = self._shared_mask()
         ranked: list[Candidate] = []
         rejected: list[tuple[Pool, str]] = []
+        ruled_out: list[tuple[Pool, list[Required]]] = []
         exclusive = need.kind is CpuKind.EXCLUSIVE
         for state in self._states:
             if exclusive:
-                found = self._exclusive_candidate(state, need, scores)
+                found = self._exclusive_candidate(state, need, scores, rules)
             else:
-                found = self._shared_candidate(state, need, scores, shared)
+                found = self._shared_candidate(state, need, scores, shared, rules)
             if isinstance(found, str):
                 rejected.append((state.pool, found))
+            elif isinstance(found, list):
+                ruled_out.append((state.pool, found))
             else:
                 ranked.append(found)
+        if rules is not None and rules.spread and ranked:
+            skews = rules.skews([c.occupied for c in ranked])
+            ranked = [
+                replace(c, rank=(c.rank[0], skew, *c.rank[2:]), notes=c.notes + notes)
+                for c, (skew, notes) in zip(ranked, skews, strict=True)
+            ]
         ranked.sort(key=lambda c: c.rank)
-        return ranked, rejected
+        return ranked, rejected, ruled_out
+
+    def _evaluation(self, request: ContainerRequest) -> Evaluation | None:
+        """The pod rules for this container, or None when no rule can concern it."""
+        if request.rules.is_empty and not self._occupancy.any_terms:
+            return None
+        rules = Evaluation(
+            request,
+            self._topology,
+            self._occupancy,
+            self.config,
+            self._numa,
+            self._reserved,
+        )
+        return None if rules.empty else rules
 
     def _shared_candidate(
-        self, state: PoolState, need: Need, scores: list[float] | None, shared: int
-    ) -> Candidate | str:
+        self,
+        state: PoolState,
+        need: Need,
+        scores: list[float] | None,
+        shared: int,
+        rules: Evaluation | None,
+    ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self._memory_short(state, need) or state.short_of_milli(need.milli_cpu, shared)
         if reason is not None:
             return reason
-        load = state.load(need.milli_cpu, shared)
+        occupied = pool.cpus.mask
         score = scores[pool.index] if scores is not None else 0.0
-        rank = (-score, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
-        return Candidate(pool, score, rank, f"load {load:.0%}", 0, pool.index)
+        notes: tuple[str, ...] = ()
+        if rules is not None:
+            failing = rules.failing(occupied)
+            if failing:
+                return failing
+            extra, notes = rules.score(occupied)
+            score = round(score + extra, SCORE_DIGITS)
+        load = state.load(need.milli_cpu, shared)
+        rank = (-score, 0, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
+        return Candidate(pool, score, rank, f"load {load:.0%}", 0, pool.index, notes, occupied)
 
     def _exclusive_candidate(
-        self, state: PoolState, need: Need, scores: list[float] | None
-    ) -> Candidate | str:
+        self, state: PoolState, need: Need, scores: list[float] | None, rules: Evaluation | None
+    ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self._exclusive_short(pool, need)
         if reason is not None:
@@ -370,6 +428,11 @@ class Policy:
         found = self._pick(pool, need)
         if isinstance(found, str):
             return found
+        if rules is not None:
+            allowed = self._pick_within_rules(pool, need, rules)
+            if isinstance(allowed, list):
+                return allowed
+            found = allowed
         pick, isolated, split, left = found
         # The container lives where its CPUs are: a socket pool's pick may sit in
         # one node, and is scored (and its memory accounted) as that node.
@@ -378,14 +441,43 @@ class Policy:
         if reason is not None:
             return reason
         score = scores[home] if scores is not None else 0.0
+        notes: tuple[str, ...] = ()
+        if rules is not None:
+            extra, notes = rules.score(pick)
+            score = round(score + extra, SCORE_DIGITS)
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
         missed = int(need.isolated and not isolated)
-        rank = (-score, -pool.depth, (missed, split, left), pool.index)
+        rank = (-score, 0, -pool.depth, (missed, split, left), pool.index)
         kind = "isolated, " if isolated else ""
         where = "" if home == pool.index else f"in {self._pools[home].name}, "
         detail = f"{where}{kind}splits {split} cores, leaves {left} free"
-        return Candidate(pool, score, rank, detail, pick, home)
+        return Candidate(pool, score, rank, detail, pick, home, notes, pick)
+
+    def _pick_within_rules(
+        self, pool: Pool, need: Need, rules: Evaluation
+    ) -> tuple[int, bool, int, int] | list[Required]:
+        """The pick of `_pick` restricted to the CPUs the required rules allow, and,
+        when one wants the place within one domain of a level, within one such
+        domain (each domain of the pool tried, the best kept); or the rules that
+        leave no pick."""
+        allowed = rules.allowed() & pool.cpus.mask
+        level = rules.finest_single()
+        regions = [allowed]
+        if level is not None:
+            domains = self._topology[level]
+            if domains.single(pool.cpus.mask) is None:
+                regions = [domains.masks[i] & allowed for i in domains.indices(allowed)]
+        best: tuple[int, bool, int, int] | None = None
+        for region in regions:
+            found = self._pick(pool, need, region)
+            if isinstance(found, str) or rules.failing(found[0]):
+                continue
+            if best is None or (found[2], found[3]) < (best[2], best[3]):
+                best = found
+        if best is None:
+            return rules.failing(pool.cpus.mask) or list(rules.required)
+        return best
 
     def _home(self, pool: int, cpus: int) -> int:
         """The deepest pool under `pool` holding all of `cpus`."""
@@ -420,10 +512,11 @@ class Policy:
             return None
         return f"{count} free exclusive CPUs"
 
-    def _pick(self, pool: Pool, need: Need) -> tuple[int, bool, int, int] | str:
-        """Exclusive CPUs in the pool and what taking them costs, or why it is not allowed."""
+    def _pick(self, pool: Pool, need: Need, within: int = -1) -> tuple[int, bool, int, int] | str:
+        """Exclusive CPUs in the pool (and `within`) and what taking them costs, or why
+        it is not allowed."""
         ordinary, isolated = self._exclusive_free(need)
-        mask = pool.cpus.mask
+        mask = pool.cpus.mask & within
         # Isolated CPUs when the container wants them and the pool has enough;
         # never a mix, which would put part of it under the scheduler and part not.
         use_isolated = (mask & isolated).bit_count() >= need.exclusive_cpus
@@ -481,6 +574,29 @@ class Policy:
             text += f"; machine: {root}"
         return text
 
+    def _unsatisfied(
+        self,
+        need: Need,
+        ruled_out: list[tuple[Pool, list[Required]]],
+        rejected: list[tuple[Pool, str]],
+    ) -> str:
+        """Which rules leave no place, and why, for a refusal kubelet will show."""
+        seen: dict[str, Required] = {}
+        for _, failing in ruled_out:
+            for rule in failing:
+                seen.setdefault(rule.rule, rule)
+        parts = [f"{rule.rule}: {rule.why()}" for rule in seen.values()]
+        text = f"no place for {need.describe()} satisfies the pod rules: " + "; ".join(parts)
+        if rejected:
+            full = ", ".join(pool.name for pool, _ in rejected[:MAX_FULL_LISTED])
+            more = (
+                f" (+{len(rejected) - MAX_FULL_LISTED} more)"
+                if len(rejected) > MAX_FULL_LISTED
+                else ""
+            )
+            text += f"; without room: {full}{more}"
+        return text
+
     # -- state changes --------------------------------------------------------
 
     def _new_record(
@@ -523,6 +639,9 @@ class Policy:
         cpus, mems = self._cpusets(record.pool, exclusive)
         record = replace(record, cpus=cpus, mems=mems)
         self._records[key] = record
+        self._occupancy.add(
+            key, record.request.container, record.request.rules, self._occupies(record)
+        )
         if exclusive:
             self._refresh(exclusive)
         return record
@@ -530,6 +649,7 @@ class Policy:
     def _remove(self, key: str) -> PlacementRecord:
         record = self._records.pop(key)
         self._orig.pop(key, None)
+        self._occupancy.remove(key, record.request.container)
         if record.pool is None:
             self._reserved_keys.discard(key)
             return record
@@ -553,6 +673,16 @@ class Policy:
             self._taken &= ~exclusive
             self._refresh(exclusive)
         return record
+
+    def _occupies(self, record: PlacementRecord) -> int:
+        """The CPUs a container occupies for the pod rules: an exclusive one its own,
+        a shared one its whole pool (its cpuset may grow to all of it), a reserved
+        one the reserved CPUs (or, with none reserved, the machine)."""
+        if record.exclusive:
+            return record.exclusive.mask
+        if record.pool is None:
+            return self._reserved or self._online
+        return record.pool.cpus.mask
 
     def _refresh(self, changed: int) -> None:
         """Exclusive CPUs `changed` were taken or returned: follow up every shared cpuset."""

@@ -13,6 +13,7 @@ from enum import StrEnum
 from agent.kubelet import quota_to_milli_cpu, shares_to_milli_cpu
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest
+from agent.rules import NO_RULES, PodRules
 from agent.workload import ContainerInfo, QoSClass
 
 PREFER_SHARED = "prefer-shared-cpus.cri-resource-manager.intel.com"
@@ -49,6 +50,7 @@ class ContainerRequest:
     container: ContainerInfo
     resources: Resources
     affinity: AffinityFn | None = None  # None: no affinity rules at all (fast path)
+    rules: PodRules = NO_RULES  # the pod's numa-agent.io rules (pod and node affinity, spread)
 
 
 class CpuKind(StrEnum):

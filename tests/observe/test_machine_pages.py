@@ -15,10 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.cli import main
-from agent.criclient import CRIClient
 from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.observe.server import MACHINE_PATH, MetricsServer
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient
 from tests.observe.test_daemon import Running, pod, start_daemon
 from topology.fakesysfs import write_shape
 
