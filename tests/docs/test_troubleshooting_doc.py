@@ -89,6 +89,55 @@ def refusals(machine: Machine) -> list[str]:
                 containers: [{name: main, cpu: "7", memory: 1Gi}]
               - name: more
                 containers: [{name: main, cpu: "2", cpu_limit: "3"}]
+              - name: zone
+                annotations:
+                  numa-agent.io/affinity: |
+                    podAntiAffinity:
+                      requiredDuringSchedulingIgnoredDuringExecution:
+                      - labelSelector: {matchLabels: {app: db}}
+                        topologyKey: topology.kubernetes.io/zone
+                containers: [{name: main, cpu: 100m}]
+              - name: alone
+                annotations:
+                  numa-agent.io/affinity: |
+                    podAntiAffinity:
+                      requiredDuringSchedulingIgnoredDuringExecution:
+                      - {labelSelector: {}, namespaceSelector: {}, topologyKey: numa-agent.io/numa}
+                containers: [{name: main, cpu: 100m}]
+              - name: apart-0
+                labels: {app: db}
+                annotations: &apart
+                  numa-agent.io/affinity: |
+                    podAntiAffinity:
+                      requiredDuringSchedulingIgnoredDuringExecution:
+                      - labelSelector: {matchLabels: {app: db}}
+                        topologyKey: kubernetes.io/hostname
+                containers: [{name: main, cpu: 100m}]
+              - name: apart-1
+                labels: {app: db}
+                annotations: *apart
+                containers: [{name: main, cpu: 100m}]
+              - name: lonely
+                annotations:
+                  numa-agent.io/affinity: |
+                    podAffinity:
+                      requiredDuringSchedulingIgnoredDuringExecution:
+                      - labelSelector: {matchLabels: {app: cache}}
+                        topologyKey: numa-agent.io/numa
+                containers: [{name: main, cpu: 100m}]
+              - name: even-0
+                labels: {app: web}
+                annotations: &even
+                  numa-agent.io/topology-spread-constraints: |
+                    - maxSkew: 1
+                      topologyKey: kubernetes.io/hostname
+                      minDomains: 2
+                      labelSelector: {matchLabels: {app: web}}
+                containers: [{name: main, cpu: 100m}]
+              - name: even-1
+                labels: {app: web}
+                annotations: *even
+                containers: [{name: main, cpu: 100m}]
             """
         )
     )
@@ -242,5 +291,11 @@ def test_every_heading_is_a_message_the_code_prints(
 
 def test_the_doc_covers_the_main_failures() -> None:
     found = " ".join(headings())
-    for code in ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "ABORTED"):
+    for code in (
+        "INVALID_ARGUMENT",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "UNAVAILABLE",
+        "ABORTED",
+    ):
         assert code in found

@@ -149,3 +149,37 @@ def test_bad_annotation_is_refused_before_the_runtime(
     # containerd never saw the container (asked directly, not through the agent).
     direct = containerd.client().list_containers()
     assert not [c for c in direct if c.pod_sandbox_id == sandbox]
+
+
+def test_a_required_anti_affinity_refusal_reaches_kubelet(
+    containerd: PrivateContainerd, agent: Daemon, through_agent: Pods
+) -> None:
+    """Two replicas that must not share the machine (kubernetes.io/hostname, one
+    domain): the first runs, the second gets FAILED_PRECONDITION naming the rule, and
+    containerd never sees it."""
+    apart = {
+        "numa-agent.io/affinity": (
+            "podAntiAffinity:\n  requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "  - labelSelector: {matchLabels: {app: db}}\n    topologyKey: kubernetes.io/hostname\n"
+        )
+    }
+    pods = []
+    for n in range(2):
+        pod = through_agent.pod_config(f"db-{n}", qos=QoSClass.BURSTABLE, annotations=apart)
+        pod.labels["app"] = "db"
+        pods.append((through_agent.run(pod), pod))
+    config = kubelet_container_config(
+        pods[0][1], "app", 100, 0, 0, image=containerd.image, command=["/bin/sleep", "3600"]
+    )
+    first = through_agent.start_container(pods[0][0], pods[0][1], config)
+    assert containerd.proc_status(first).cpus_allowed
+    config = kubelet_container_config(
+        pods[1][1], "app", 100, 0, 0, image=containerd.image, command=["/bin/sleep", "3600"]
+    )
+    with pytest.raises(CRIError) as refused:
+        through_agent.client.create_container(pods[1][0], config, pods[1][1])
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "required anti-affinity at kubernetes.io/hostname" in refused.value.details
+    assert "every machine already runs a pod matching app=db" in refused.value.details
+    direct = containerd.client().list_containers()
+    assert not [c for c in direct if c.pod_sandbox_id == pods[1][0]]
