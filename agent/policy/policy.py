@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from agent.policy.closeness import closeness_table
-from agent.policy.config import ConfigError, PolicyConfig
+from agent.policy.config import ConfigError, PolicyConfig, check_numa_labels
 from agent.policy.cpus import pick_exclusive
 from agent.policy.errors import (
     InvalidRequest,
@@ -103,6 +103,7 @@ class Policy:
                 f"reserved_cpus: CPUs {stray} are not online CPUs of this machine "
                 f"(online: {machine.cpus})"
             )
+        check_numa_labels(config.numa_labels, machine)
         self.machine = machine
         self.config = config
         self.tree: PoolTree = build_pools(machine)
