@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import DEFAULT_FEATURE_FILE
 from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
@@ -31,7 +32,12 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machin
 
 # The agent's real host paths: tests use temporary ones, and must never leave these
 # behind (the package test refuses a host that looks like it has numa-agent).
-HOST_PATHS = (Path("/var/lib/numa-agent"), Path("/var/run/numa-agent"), Path("/run/numa-agent"))
+HOST_PATHS = (
+    Path("/var/lib/numa-agent"),
+    Path("/var/run/numa-agent"),
+    Path("/run/numa-agent"),
+    Path(DEFAULT_FEATURE_FILE),  # daemons in tests set feature_file to "" or a temporary path
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
