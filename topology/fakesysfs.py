@@ -484,8 +484,11 @@ def _l3_chunks(spec: MachineSpec) -> list[range]:
 
 
 def _symlink(link: Path, target: Path) -> None:
-    """A relative symlink, as sysfs has them (class/net/eth0 -> ../../devices/...)."""
+    """A relative symlink, as sysfs has them (class/net/eth0/device -> ../../../devices/...);
+    replaced when the tree is written again over itself, as its files are."""
     link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink():
+        link.unlink()
     link.symlink_to(os.path.relpath(target, link.parent))
 
 

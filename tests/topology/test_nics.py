@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.node.fingerprint import machine_fingerprint
-from topology.fakesysfs import SHAPES, MachineSpec, MachineSpecError
+from topology.fakesysfs import SHAPES, MachineSpec, MachineSpecError, write_sysfs
 from topology.render import machine_to_json
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import NetworkInterface
@@ -39,6 +39,12 @@ def test_nic_locality_physical_virtual_and_unknown(
     assert machine.nics == (NetworkInterface("eth0", 1), NetworkInterface("eth1", 0))
     assert machine.nics_on(0) == ("eth1",)
     assert machine.nics_on(1) == ("eth0",)
+
+
+def test_a_tree_written_again_over_itself_reads_the_same(tmp_path: Path) -> None:
+    first = read_machine(write_sysfs(SPEC, tmp_path / "sys"))
+    again = read_machine(write_sysfs(SPEC, tmp_path / "sys"))
+    assert again == first and again.nics == first.nics != ()
 
 
 def test_device_without_numa_node_is_not_local(spec_root: Callable[[MachineSpec], Path]) -> None:
