@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.labels.sources import FILE_PREFIX
 from agent.policy.config import ConfigError, PolicyConfig
+from agent.relay.endpoint import Endpoint, EndpointError
 from agent.yamlfile import YamlFileError, read_yaml_file
 
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
@@ -65,15 +66,6 @@ AGENT_KEYS: dict[str, str] = {
 }
 
 
-def socket_path(endpoint: str) -> str:
-    """`unix:///path` or a bare path -> the file system path."""
-    if endpoint.startswith("unix://"):
-        return endpoint[len("unix://") :]
-    if "://" in endpoint:
-        raise ConfigError(f"endpoint {endpoint!r}: only unix sockets are supported")
-    return endpoint
-
-
 def _check_str(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{key}: expected a string, got {value!r}")
@@ -86,8 +78,8 @@ def _validate_agent_key(key: str, value: Any) -> Any:
         raise ConfigError(f"{key}: must not be empty")
     if key in ("runtime_endpoint", "image_endpoint", "listen") and text:
         try:
-            socket_path(text)
-        except ConfigError as err:
+            Endpoint.parse(text)  # the same parser the relay uses at start
+        except EndpointError as err:
             raise ConfigError(f"{key}: {err}") from None
     if key == "log_level" and text not in LOG_LEVELS:
         raise ConfigError(f"log_level: {text!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -53,3 +53,8 @@ class ContainerInfo:
     @property
     def qosclass(self) -> QoSClass:
         return self.pod.qosclass
+
+    @property
+    def who(self) -> str:
+        """How messages name it: `container 'web' of pod shop/web-0`."""
+        return f"container {self.name!r} of pod {self.pod.namespace}/{self.pod.name}"

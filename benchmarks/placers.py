@@ -12,7 +12,8 @@ from typing import Protocol
 
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import ResourceExhausted
-from agent.policy.policy import RESERVED_NAME, Policy
+from agent.policy.policy import Policy
+from agent.policy.record import RESERVED_POOL_NAME
 from agent.policy.request import ContainerRequest, CpuKind, classify
 from benchmarks.metrics import Placed
 from topology.cpuset import CPUSet
@@ -48,7 +49,7 @@ class AgentPlacer:
 
     def snapshot(self) -> list[Placed]:
         return [
-            Placed(key, d.cpus, d.exclusive, d.pool == RESERVED_NAME)
+            Placed(key, d.cpus, d.exclusive, d.pool == RESERVED_POOL_NAME)
             for key, d in self.policy.assignments().items()
         ]
 

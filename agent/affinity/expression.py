@@ -7,13 +7,12 @@ closure, so evaluating it against a container is a couple of calls, no parsing.
 from __future__ import annotations
 
 import difflib
-import fnmatch
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 from agent.affinity.errors import ExpressionError, quote
+from agent.affinity.glob import Glob
 from agent.affinity.keys import Accessor, compile_key
 from agent.workload import ContainerInfo
 
@@ -33,6 +32,11 @@ class Operator(StrEnum):
     MATCHES_ANY = "MatchesAny"
     MATCHES_NONE = "MatchesNone"
 
+    @property
+    def takes_globs(self) -> bool:
+        """Whether the values are glob patterns (Go's path/filepath.Match syntax)."""
+        return self in _GLOB_OPERATORS
+
     @classmethod
     def parse(cls, text: str) -> Operator:
         """The operator spelled `text`; raises ExpressionError listing the valid ones."""
@@ -44,6 +48,10 @@ class Operator(StrEnum):
         hint = f' (did you mean "{_SPELLINGS[close[0]].value}"?)' if close else ""
         raise ExpressionError("operator", f"{quote(text)} is not one of {names}{hint}")
 
+
+_GLOB_OPERATORS = frozenset(
+    {Operator.MATCHES, Operator.MATCHES_NOT, Operator.MATCHES_ANY, Operator.MATCHES_NONE}
+)
 
 # cri-resource-manager's code spelled NotExists without the s; accept both.
 _SPELLINGS: dict[str, Operator] = {op.value: op for op in Operator} | {
@@ -116,22 +124,36 @@ class Expression:
         """Whether this expression selects `subject`."""
         return self._test(subject)
 
+    def malformed_globs(self) -> tuple[Glob, ...]:
+        """The patterns among `values` that are malformed and so match nothing (as in
+        cri-resource-manager, which ignores Go's ErrBadPattern): for warnings."""
+        if not self.operator.takes_globs:
+            return ()
+        return tuple(g for g in map(Glob, self.values) if g.error is not None)
+
     def __reduce__(self) -> tuple[type[Expression], tuple[str, Operator, tuple[str, ...]]]:
         # The compiled test is a closure: rebuild it rather than pickle it.
         return (Expression, (self.key, self.operator, self.values))
 
     def __str__(self) -> str:
-        return f"{self.key} {self.operator.value} [{', '.join(self.values)}]"
+        words = [self.key] if self.key else []
+        words.append(self.operator.value)
+        if self.values or ARITY[self.operator] is not Arity.NONE:
+            words.append(f"[{', '.join(self.values)}]")
+        return " ".join(words)
 
 
 def _always(_: ContainerInfo) -> bool:
     return True
 
 
-def _glob(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None]:
-    """One compiled regex for a set of shell globs; fnmatch's translation is anchored
-    and case-sensitive like fnmatchcase, and avoids catastrophic backtracking on `*`."""
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
+def _glob(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a value matches any of `patterns`, each compiled once; malformed ones
+    match nothing."""
+    globs = tuple(g for g in map(Glob, dict.fromkeys(patterns)) if g.error is None)
+    if len(globs) == 1:
+        return globs[0].matches
+    return lambda value: any(g.matches(value) for g in globs)
 
 
 def _compile(op: Operator, get: Accessor, values: tuple[str, ...]) -> Test:
@@ -159,12 +181,12 @@ def _compile(op: Operator, get: Accessor, values: tuple[str, ...]) -> Test:
 
         def matches(c: ContainerInfo) -> bool:
             value = get(c)
-            return value is not None and match(value) is not None
+            return value is not None and match(value)
 
         return matches
 
     def matches_not(c: ContainerInfo) -> bool:
         value = get(c)
-        return value is None or match(value) is None
+        return value is None or not match(value)
 
     return matches_not

@@ -18,9 +18,11 @@ PodAccessor = Callable[[PodInfo], "str | None"]
 CONTAINER_KEYS = ("name", "namespace", "qosclass", "id", "labels/<label>", "tags/<annotation>")
 POD_KEYS = ("name", "namespace", "qosclass", "uid", "id", "labels/<label>")
 JOINT_PREFIX = ":"
-# A full-form joint key names its separators right after the ":"; characters that
-# can occur in ordinary keys cannot be separators, which keeps the two forms apart.
-_NOT_SEPARATORS = frozenset("/.-_")
+SIMPLE_SEPARATOR = ":"
+# A full-form joint key names its separators right after the ":". As in
+# cri-resource-manager, any ASCII character but a letter, a digit, "/" and "." can be
+# one ("-", "_", ":" and " " included); those four make up the subkeys themselves.
+_NOT_SEPARATORS = frozenset("/.")
 
 _CONTAINER_FIELDS: dict[str, Accessor] = {
     "name": lambda c: c.name,
@@ -47,22 +49,33 @@ def compile_key(key: str) -> Accessor:
 
 def is_separator(char: str) -> bool:
     """Whether `char` may separate keys or values in a full-form joint key."""
-    return len(char) == 1 and not char.isalnum() and char not in _NOT_SEPARATORS
+    return len(char) == 1 and char.isascii() and not char.isalnum() and char not in _NOT_SEPARATORS
+
+
+def is_full_form(key: str) -> bool:
+    """Whether joint key `key` is `:<key separator><value separator><subkeys>`.
+
+    Both characters after the ":" must be separators; `:::a:b` is the full form of
+    the simple `:a:b`. A simple key's first subkey starts with a letter, so the two
+    forms never overlap."""
+    body = key[len(JOINT_PREFIX) :]
+    return len(body) >= 2 and is_separator(body[0]) and is_separator(body[1])
 
 
 def split_joint(key: str) -> tuple[tuple[str, ...], str]:
     """The subkeys of joint key `key` and the separator their values are joined with."""
     body = key[len(JOINT_PREFIX) :]
-    if len(body) >= 2 and is_separator(body[0]) and is_separator(body[1]):
+    if is_full_form(key):
         return tuple(body[2:].split(body[0])), body[1]
-    return tuple(body.split(":")), ":"
+    return tuple(body.split(SIMPLE_SEPARATOR)), SIMPLE_SEPARATOR
 
 
 def _compile_joint(key: str) -> Accessor:
     subkeys, value_sep = split_joint(key)
     body = key[len(JOINT_PREFIX) :]
-    if value_sep == ":" and body[:1] not in ("", ":") and is_separator(body[0]):
-        # Probably a full-form key missing its value separator: say so, not "unknown key".
+    if not is_full_form(key) and body[:1] not in ("", SIMPLE_SEPARATOR) and is_separator(body[0]):
+        # A full-form key missing its value separator (cri-resource-manager would read
+        # it as one unknown key that never exists): say so, not "unknown key".
         other = ";" if body[0] != ";" else "|"
         raise ExpressionError(
             "key",

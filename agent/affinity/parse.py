@@ -2,6 +2,8 @@
 
 `parse_pod_affinities` never raises: errors are kept and raised by `rules_for` only
 for the containers they concern, so one bad rule fails one container, not the pod.
+The shorthand (`a: [b]`) is symmetric, as cri-resource-manager's parser makes it:
+b gets the mirrored rule towards a.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class _Parsed:
     rules: dict[str, list[Rule]] = field(default_factory=dict)
     pod_errors: list[AnnotationError] = field(default_factory=list)
     container_errors: dict[str, list[AnnotationError]] = field(default_factory=dict)
+    shorthand: dict[str, tuple[str, ...]] = field(default_factory=dict)  # valid lists of names
 
 
 class _FieldError(Exception):
@@ -173,7 +176,40 @@ def _parse_annotation(annotation: str, text: str | None) -> _Parsed:
                 parsed.container_errors[name] = errors
             else:
                 parsed.rules[name] = rules
+                if _is_shorthand(value):
+                    parsed.shorthand[name] = rules[0].match.values
+    _mirror_shorthand(annotation, parsed)
     return parsed
+
+
+def _is_shorthand(value: Data) -> bool:
+    return isinstance(value, list) and bool(value) and not isinstance(value[0], dict)
+
+
+def _mirror_shorthand(annotation: str, parsed: _Parsed) -> None:
+    """Give every container a shorthand list names the rule back, as cri-resource-
+    manager's parser does (its documentation shows one direction only): `a: [b]`
+    pulls a towards b and b towards a, whichever is created first. A pair written
+    both ways (`a: [b]` and `b: [a]`) is one pair: its weight is not doubled. Only
+    the shorthand mirrors; a rule written out in full acts for its owner alone.
+    A mirrored rule adds to the target's own rules of this annotation, if any."""
+    mirrors: dict[str, dict[str, None]] = {}  # target -> the lists naming it, in order
+    for owner, names in parsed.shorthand.items():
+        for target in names:
+            if owner not in parsed.shorthand.get(target, ()):
+                mirrors.setdefault(target, {})[owner] = None
+    for target, owners in mirrors.items():
+        if target in parsed.container_errors:
+            continue  # the target is refused anyway
+        parsed.rules.setdefault(target, []).append(
+            Rule(
+                match=Expression(CONTAINER_NAME_KEY, Operator.IN, tuple(owners)),
+                scope=None,
+                weight=_default_weight(annotation),
+                annotation=annotation,
+                mirrored=True,
+            )
+        )
 
 
 def _parse_container(
@@ -351,15 +387,21 @@ def _cut(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _written(rules: list[Rule]) -> int:
+    # Mirrored rules do not count: a container's limit must not depend on the lists
+    # of others, and there is at most one per annotation.
+    return sum(not rule.mirrored for rule in rules)
+
+
 def _check_combined_count(first: _Parsed, second: _Parsed) -> None:
     for name, rules in list(second.rules.items()):
-        other = len(first.rules.get(name, ()))
-        if len(rules) + other > MAX_RULES_PER_CONTAINER:
+        count, other = _written(rules), _written(first.rules.get(name, []))
+        if count + other > MAX_RULES_PER_CONTAINER:
             second.rules.pop(name)
             second.container_errors[name] = [
                 AnnotationError(
                     ANNOTATION_ANTI_AFFINITY,
-                    f"has {len(rules)} rules and {ANNOTATION_AFFINITY} has {other}, more than "
+                    f"has {count} rules and {ANNOTATION_AFFINITY} has {other}, more than "
                     f"the limit of {MAX_RULES_PER_CONTAINER} in all",
                     container=name,
                 )

@@ -36,10 +36,20 @@ class RuleKind(StrEnum):
 class Rule:
     """`weight` is signed: positive pulls, negative pushes. `scope` None means the
     containers of the rule owner's own pod (by pod UID). `annotation` says which
-    annotation the rule came from, for messages and `check`."""
+    annotation the rule came from, for messages and `check`. `mirrored` marks the
+    rule a container gets because other containers' shorthand lists name it (the
+    shorthand is symmetric); its match names those containers."""
 
     match: Expression
     scope: Expression | None
     weight: int
     annotation: str
     kind: RuleKind = RuleKind.PREFERRED
+    mirrored: bool = False
+
+    def __str__(self) -> str:
+        kind = "affinity" if self.annotation == ANNOTATION_AFFINITY else "anti-affinity"
+        notes = "scope: its pod" if self.scope is None else f"scope: {self.scope}"
+        if self.mirrored:
+            notes += f"; mirrored from the shorthand of {', '.join(self.match.values)}"
+        return f"{kind} {self.weight:+d} on {self.match} ({notes})"

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.affinity import AnnotationError, parse_pod_affinities
+from agent.affinity import AnnotationError, Expression, Operator, Rule, parse_pod_affinities
 from agent.commands.options import add_config_flags, overrides
 from agent.config import ConfigError, resolve_config
 from agent.manifest import ManifestError, Workload, load_manifests
@@ -25,6 +25,7 @@ class Findings:
     errors: tuple[str, ...]  # what kubelet would get back: the agent's refusal messages
     warnings: tuple[str, ...]
     named: tuple[str, ...]  # containers the annotations name
+    rules: tuple[tuple[str, Rule], ...] = ()  # (container, rule) as the agent reads them
 
 
 def check_affinities(pod: PodSpec) -> Findings:
@@ -32,26 +33,60 @@ def check_affinities(pod: PodSpec) -> Findings:
     parsed = parse_pod_affinities(pod.annotations)
     containers = [c.name for c in (*pod.init_containers, *pod.containers)]
     errors: list[str] = []
+    rules: list[tuple[str, Rule]] = []
     for name in containers:
         try:
-            parsed.rules_for(name)
+            rules.extend((name, rule) for rule in parsed.rules_for(name))
         except AnnotationError as err:
             # The message the agent puts in its INVALID_ARGUMENT refusal (NodeAgent._rules).
             errors.append(f"cannot place container {name!r} of pod {pod.key}: {err}")
     named = sorted({*parsed.rules, *parsed.container_errors})
-    warnings = [
-        f"the annotations name container {name!r}, which this pod does not have "
-        f"(containers: {', '.join(containers)}); its rules apply to nothing"
-        for name in named
-        if name not in containers
-    ]
+    warnings = [_absent(name, parsed.rules.get(name, ()), containers) for name in named]
+    warnings = [w for w in warnings if w]
+    warnings.extend(w for name, rule in rules for w in _doubtful(name, rule))
     warnings.extend(
         f"{err} (container {name!r} is not in this pod, so the agent never reads it)"
         for name, errs in parsed.container_errors.items()
         if name not in containers
         for err in errs
     )
-    return Findings(tuple(errors), tuple(warnings), tuple(named))
+    return Findings(tuple(errors), tuple(warnings), tuple(named), tuple(rules))
+
+
+def _absent(name: str, rules: tuple[Rule, ...], containers: list[str]) -> str:
+    if name in containers:
+        return ""
+    have = f"which this pod does not have (containers: {', '.join(containers)})"
+    if rules and all(r.mirrored for r in rules):
+        owners = ", ".join(repr(o) for r in rules for o in r.match.values)
+        return f"the shorthand of {owners} names container {name!r}, {have}; it acts on nothing"
+    return f"the annotations name container {name!r}, {have}; its rules apply to nothing"
+
+
+_WILDCARD_OPERATORS = (Operator.EQUALS, Operator.IN, Operator.NOT_IN)
+
+
+def _doubtful(name: str, rule: Rule) -> list[str]:
+    """What the agent accepts but probably is not what the author meant."""
+    found: list[str] = []
+    expressions: list[tuple[str, Expression]] = [("match", rule.match)]
+    if rule.scope is not None:
+        expressions.append(("scope", rule.scope))
+    for part, expr in expressions:
+        where = f"container {name!r}, {rule.annotation} {part} {expr}"
+        negative = expr.operator in (Operator.MATCHES_NOT, Operator.MATCHES_NONE)
+        found.extend(
+            f"{where}: pattern {glob.pattern!r} {glob.error}, so it matches nothing"
+            + (f" and never makes {expr.operator.value} false" if negative else "")
+            + " (as in cri-resource-manager, which ignores Go's pattern errors)"
+            for glob in expr.malformed_globs()
+        )
+        if expr.operator in _WILDCARD_OPERATORS and "*" in expr.values:
+            found.append(
+                f'{where}: "*" is compared as it is; cri-resource-manager took it for any '
+                "value: for that write Exists (or Matches with a pattern)"
+            )
+    return found
 
 
 def replica_pods(workload: Workload) -> tuple[PodSpec, ...]:
@@ -100,6 +135,7 @@ def _report(workload: Workload, findings: Findings) -> list[str]:
         lines.append(f"  affinity annotations name: {', '.join(findings.named)}")
     else:
         lines.append("  no affinity annotations")
+    lines.extend(f"  rule of {name}: {rule}" for name, rule in findings.rules)
     lines.extend(f"  warning: {w}" for w in findings.warnings)
     lines.extend(f"  error: {e}" for e in findings.errors)
     if not findings.errors:

@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from agent.config import socket_path
 from agent.relay import listen
+from agent.relay.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ StatusProvider = Callable[[], dict[str, Any]]
 
 def status_socket_path(listen_endpoint: str) -> Path:
     """Next to the CRI socket: `numa-agent.sock` -> `numa-agent-status.sock`."""
-    cri = Path(socket_path(listen_endpoint))
+    cri = Endpoint.parse(listen_endpoint).path
     return cri.with_name(f"{cri.stem}-status.sock")
 
 

@@ -1,19 +1,19 @@
 """What kubelet's CRI messages say about pods and containers, as the agent's typed values.
 
-Pure functions: PodInfo from a PodSandboxConfig or a listed PodSandbox, the
-policy's Resources from LinuxContainerResources, QoS when no cgroup parent says
-it, and the JSON form of all of these for the state file.
+Pure functions: PodInfo from a PodSandboxConfig or a listed PodSandbox (keeping
+only the annotations the agent reads), the policy's Resources from
+LinuxContainerResources, and QoS when no cgroup parent says it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
-from google.protobuf import json_format
-
+from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
 from agent.policy.request import (
+    PREFER_ISOLATED,
+    PREFER_SHARED,
     Resources,
     milli_cpu_limit,
     milli_cpu_request,
@@ -22,9 +22,20 @@ from agent.policy.request import (
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2
 
+# The pod annotations the agent reads. Nothing else is kept: Kubernetes allows
+# 256 KiB of annotations per pod (last-applied-configuration alone is often
+# kilobytes), and every kept byte is held in memory and written to the state file.
+READ_ANNOTATIONS = frozenset({ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY})
+READ_ANNOTATION_PREFIXES = (f"{PREFER_SHARED}/", f"{PREFER_ISOLATED}/", "numa-agent.io/")
 
-class StateFormatError(ValueError):
-    """A saved pod or container record that cannot be read back; names the field."""
+
+def read_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations of a pod the agent reads (see READ_ANNOTATIONS)."""
+    return {
+        key: value
+        for key, value in annotations.items()
+        if key in READ_ANNOTATIONS or key.startswith(READ_ANNOTATION_PREFIXES)
+    }
 
 
 def resources_of(linux: cri_pb2.LinuxContainerResources) -> Resources:
@@ -34,6 +45,37 @@ def resources_of(linux: cri_pb2.LinuxContainerResources) -> Resources:
         cpu_period=linux.cpu_period,
         memory_limit_bytes=linux.memory_limit_in_bytes,
     )
+
+
+# The fields of LinuxContainerResources an update leaves as they were when it
+# sends them as zero or empty (containerd's semantics, and what crictl relies on:
+# `crictl update --memory 128M` sends only the memory limit).
+_KEPT_WHEN_UNSET = (
+    "cpu_period",
+    "cpu_quota",
+    "cpu_shares",
+    "memory_limit_in_bytes",
+    "oom_score_adj",
+    "cpuset_cpus",
+    "cpuset_mems",
+    "memory_swap_limit_in_bytes",
+)
+
+
+def merge_update(
+    current: cri_pb2.LinuxContainerResources, update: cri_pb2.LinuxContainerResources
+) -> cri_pb2.LinuxContainerResources:
+    """The resources after `update` is applied to `current`: fields left at zero or
+    empty keep their value and `unified` entries are added or replaced. Fields the
+    agent's CRI subset does not declare (hugepage limits) stay as in `current`."""
+    merged = cri_pb2.LinuxContainerResources()
+    merged.CopyFrom(current)
+    for name in _KEPT_WHEN_UNSET:
+        value = getattr(update, name)
+        if value:
+            setattr(merged, name, value)
+    merged.unified.update(update.unified)
+    return merged
 
 
 def qos_from_resources(res: Resources) -> QoSClass:
@@ -65,7 +107,7 @@ def pod_from_config(sandbox_id: str, config: cri_pb2.PodSandboxConfig) -> PodInf
         qosclass=qos_from_cgroup_parent(parent) or UNKNOWN_QOS,
         id=sandbox_id,
         labels=dict(config.labels),
-        annotations=dict(config.annotations),
+        annotations=read_annotations(config.annotations),
         cgroup_parent=parent,
     )
 
@@ -80,7 +122,7 @@ def pod_from_sandbox(sandbox: cri_pb2.PodSandbox) -> PodInfo:
         qosclass=UNKNOWN_QOS,
         id=sandbox.id,
         labels=dict(sandbox.labels),
-        annotations=dict(sandbox.annotations),
+        annotations=read_annotations(sandbox.annotations),
     )
 
 
@@ -95,91 +137,3 @@ def container_info(
     name: str, pod: PodInfo, labels: Mapping[str, str], annotations: Mapping[str, str]
 ) -> ContainerInfo:
     return ContainerInfo(name=name, pod=pod, labels=dict(labels), tags=dict(annotations))
-
-
-# ---------------------------------------------------------------------------- JSON
-
-
-def pod_to_json(pod: PodInfo) -> dict[str, Any]:
-    return {
-        "uid": pod.uid,
-        "name": pod.name,
-        "namespace": pod.namespace,
-        "qosclass": str(pod.qosclass),
-        "id": pod.id,
-        "labels": dict(pod.labels),
-        "annotations": dict(pod.annotations),
-        "cgroup_parent": pod.cgroup_parent,
-    }
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    value = data.get(key)
-    if not isinstance(value, kind):
-        raise StateFormatError(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
-    return value
-
-
-def _strings(data: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
-    value = _field(data, key, dict, where)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise StateFormatError(f"{where}.{key}: expected a map of strings")
-    return dict(value)
-
-
-def pod_from_json(data: Any, where: str) -> PodInfo:
-    if not isinstance(data, dict):
-        raise StateFormatError(f"{where}: expected an object, got {data!r}")
-    qos = _field(data, "qosclass", str, where)
-    try:
-        qosclass = QoSClass(qos)
-    except ValueError:
-        raise StateFormatError(f"{where}.qosclass: unknown QoS class {qos!r}") from None
-    return PodInfo(
-        uid=_field(data, "uid", str, where),
-        name=_field(data, "name", str, where),
-        namespace=_field(data, "namespace", str, where),
-        qosclass=qosclass,
-        id=_field(data, "id", str, where),
-        labels=_strings(data, "labels", where),
-        annotations=_strings(data, "annotations", where),
-        cgroup_parent=_field(data, "cgroup_parent", str, where),
-    )
-
-
-def container_to_json(info: ContainerInfo) -> dict[str, Any]:
-    return {
-        "name": info.name,
-        "id": info.id,
-        "labels": dict(info.labels),
-        "tags": dict(info.tags),
-        "pod": pod_to_json(info.pod),
-    }
-
-
-def container_from_json(data: Any, where: str) -> ContainerInfo:
-    if not isinstance(data, dict):
-        raise StateFormatError(f"{where}: expected an object, got {data!r}")
-    return ContainerInfo(
-        name=_field(data, "name", str, where),
-        pod=pod_from_json(data.get("pod"), f"{where}.pod"),
-        id=_field(data, "id", str, where),
-        labels=_strings(data, "labels", where),
-        tags=_strings(data, "tags", where),
-    )
-
-
-def linux_to_json(linux: cri_pb2.LinuxContainerResources) -> dict[str, Any]:
-    data: dict[str, Any] = json_format.MessageToDict(linux, preserving_proto_field_name=True)
-    return data
-
-
-def linux_from_json(data: Any, where: str) -> cri_pb2.LinuxContainerResources:
-    if not isinstance(data, dict):
-        raise StateFormatError(f"{where}: expected an object, got {data!r}")
-    linux = cri_pb2.LinuxContainerResources()
-    try:
-        json_format.ParseDict(data, linux)
-    except json_format.ParseError as err:
-        raise StateFormatError(f"{where}: {err}") from err
-    return linux

@@ -21,7 +21,3 @@ class InvalidRequest(PlacementError):
 
 class UnknownContainer(PlacementError):
     """An operation named a container key the policy has not placed."""
-
-
-class StateError(ValueError):
-    """Saved policy state (Policy.to_dict output) that cannot be restored; names the field."""

@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from agent.node.describe import merge_update
 from agent.relay.endpoint import Endpoint
 from proto import cri_pb2, cri_pb2_grpc
 
@@ -89,29 +90,6 @@ class Gate:
 class _Faults:
     pending: dict[str, list[RuntimeFault]] = field(default_factory=dict)
     gates: dict[str, list[Gate]] = field(default_factory=dict)
-
-
-def _merge_resources(
-    current: cri_pb2.LinuxContainerResources, update: cri_pb2.LinuxContainerResources
-) -> cri_pb2.LinuxContainerResources:
-    """containerd 1.6 semantics: fields left at zero/empty keep their value."""
-    merged = cri_pb2.LinuxContainerResources()
-    merged.CopyFrom(current)
-    for name in (
-        "cpu_period",
-        "cpu_quota",
-        "cpu_shares",
-        "memory_limit_in_bytes",
-        "oom_score_adj",
-        "cpuset_cpus",
-        "cpuset_mems",
-        "memory_swap_limit_in_bytes",
-    ):
-        value = getattr(update, name)
-        if value:
-            setattr(merged, name, value)
-    merged.unified.update(update.unified)
-    return merged
 
 
 def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
@@ -426,7 +404,7 @@ class MemoryRuntime:
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"container {ctr.id!r} is in state {cri_pb2.ContainerState.Name(ctr.state)}",
                 )
-            ctr.resources = _merge_resources(ctr.resources, request.linux)
+            ctr.resources = merge_update(ctr.resources, request.linux)  # containerd 1.6's rule
         return cri_pb2.UpdateContainerResourcesResponse()
 
     def get_container_events(

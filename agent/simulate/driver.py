@@ -7,6 +7,8 @@ final cpusets are read back from the runtime, so they show what reached it.
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -20,23 +22,25 @@ from agent.criclient import (
     kubelet_pod_config,
 )
 from agent.node.agent import NodeAgent, Placement
+from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.policy import Decision
 from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
 from agent.runtime.inprocess import dispatch, in_process_forward
 from agent.runtime.memory import MemoryRuntime
-from agent.simulate.machine import load_machine
+from agent.simulate.machine import FAST_TMP, load_machine
 from agent.simulate.scenario import (
     ContainerSpec,
     CreatePod,
-    Event,
     ExitContainer,
     PodSpec,
     RemovePod,
+    Restart,
     Scenario,
     load_scenario,
 )
+from agent.state.store import StateStore
 from agent.workload import ContainerInfo
 from proto import cri_pb2
 from topology.tree import Machine
@@ -106,6 +110,8 @@ def run_scenario(
     """Run every event of `scenario` on `machine`, in order, synchronously.
 
     `runtime` (a fresh one by default) lets tests look at the calls it served.
+    A scenario with restart events runs the agent with a state file in a
+    temporary directory, as the daemon does, so that a restart has one to read.
     """
     runtime = runtime if runtime is not None else MemoryRuntime()
     decisions: list[Explained] = []
@@ -115,21 +121,41 @@ def run_scenario(
             Explained(info.namespace, info.pod.name, info.name, decision.pool, decision.explanation)
         )
 
-    agent = NodeAgent(
-        machine,
-        scenario.config,
-        InProcessRuntimeAccess(runtime),
-        background_updates=False,
-        on_decision=on_decision,
-    )
-    agent.start()
-    try:
-        kubelet = _Kubelet(runtime, agent)
-        for index, event in enumerate(scenario.events):
-            kubelet.play(scenario, event, f"{scenario.source}: events[{index}]")
-        placements = {p.container_id: p for p in agent.placements()}
-    finally:
-        agent.close()
+    with contextlib.ExitStack() as stack:
+        store = None
+        if any(isinstance(event, Restart) for event in scenario.events):
+            state_dir = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="na-sim-", dir=FAST_TMP)
+            )
+            store = StateStore(state_dir, machine_fingerprint(machine))
+
+        def start_agent() -> NodeAgent:
+            agent = NodeAgent(
+                machine,
+                scenario.config,
+                InProcessRuntimeAccess(runtime),
+                store=store,
+                background_updates=False,
+                on_decision=on_decision,
+            )
+            agent.start()
+            return agent
+
+        agent = start_agent()
+        try:
+            kubelet = _Kubelet(runtime, agent)
+            for index, event in enumerate(scenario.events):
+                if isinstance(event, Restart):
+                    agent.close()
+                    assert store is not None
+                    _become(store, event.state)
+                    agent = start_agent()
+                    kubelet.handlers = agent.handlers()
+                    continue
+                kubelet.play(scenario, event, f"{scenario.source}: events[{index}]")
+            placements = {p.container_id: p for p in agent.placements()}
+        finally:
+            agent.close()
     return SimulationResult(
         scenario,
         machine,
@@ -137,6 +163,14 @@ def run_scenario(
         tuple(kubelet.refusals),
         tuple(decisions),
     )
+
+
+def _become(store: StateStore, state: str) -> None:
+    """What happens to the state file while the agent is down (Restart.state)."""
+    if state == "lost":
+        store.path.unlink(missing_ok=True)
+    elif state == "corrupt":
+        store.path.write_bytes(b"\x00\x17 garbage, not the agent's state \xff")
 
 
 class _Kubelet:
@@ -166,7 +200,9 @@ class _Kubelet:
             return dispatch(self.runtime, method, data)
         return handler(data, in_process_forward(self.runtime, method))
 
-    def play(self, scenario: Scenario, event: Event, where: str) -> None:
+    def play(
+        self, scenario: Scenario, event: CreatePod | RemovePod | ExitContainer, where: str
+    ) -> None:
         pod = scenario.pod(event.pod)
         if isinstance(event, CreatePod):
             self.create_pod(pod, f"{where} (create {pod.key})")

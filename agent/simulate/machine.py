@@ -22,7 +22,7 @@ from topology.tree import Machine
 
 # The tree is a few hundred small files written once and read once: memory-backed
 # /dev/shm makes that several times faster than a disk-backed /tmp.
-_FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def load_machine(topology: Topology) -> Machine:
@@ -33,7 +33,7 @@ def load_machine(topology: Topology) -> Machine:
         spec, where = SHAPES[topology.name], "topology.shape"
     else:
         spec, where = topology.spec, "topology"
-    with tempfile.TemporaryDirectory(prefix="numa-agent-simulate-", dir=_FAST_TMP) as tmp:
+    with tempfile.TemporaryDirectory(prefix="numa-agent-simulate-", dir=FAST_TMP) as tmp:
         return _read(write_sysfs(spec, Path(tmp)), where)
 
 

@@ -27,7 +27,9 @@ DEFAULT_NAMESPACE = "default"
 TOP_KEYS = ("description", "topology", "config", "pods", "events")
 POD_KEYS = ("name", "namespace", "uid", "labels", "annotations", "containers", "init_containers")
 CONTAINER_KEYS = ("name", "cpu", "cpu_limit", "memory", "memory_limit")
-EVENT_KEYS = ("create", "remove", "exit")
+EVENT_KEYS = ("create", "remove", "exit", "restart")
+# What happens to the state file when the agent restarts (see docs/simulate.md).
+RESTART_KINDS = ("keep", "lost", "corrupt")
 
 # Kubernetes object names (RFC 1123 labels for containers, subdomains for pods).
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -127,7 +129,15 @@ class ExitContainer:
     container: str
 
 
-Event = CreatePod | RemovePod | ExitContainer
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The agent stops and a new one starts on the same state directory and runtime;
+    `state` says what became of the state file in between (RESTART_KINDS)."""
+
+    state: str
+
+
+Event = CreatePod | RemovePod | ExitContainer | Restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,9 +397,16 @@ def _events(data: object, pods: tuple[PodSpec, ...]) -> tuple[Event, ...]:
         if len(raw) != 1:
             raise ScenarioError(f"{where}: expected exactly one of {', '.join(EVENT_KEYS)}")
         (kind, ref), *_ = raw.items()
+        event: Event
+        if kind == "restart":
+            if ref not in RESTART_KINDS:
+                raise ScenarioError(
+                    f"{where}: restart: expected one of {', '.join(RESTART_KINDS)}, got {ref!r}"
+                )
+            events.append(Restart(ref))
+            continue
         if not isinstance(ref, str):
             raise ScenarioError(f"{where}: {kind}: expected a name, got {ref!r}")
-        event: Event
         if kind == "exit":
             pod_ref, sep, container = ref.rpartition("/")
             if not sep:

@@ -108,6 +108,11 @@ class StateStore:
             return self._reject(problem)
         return LoadResult(payload)
 
+    def move_aside(self, reason: str) -> Path | None:
+        """Move the current file aside as `load` does a rejected one (its payload was
+        read but cannot be used); returns where it went, None if it could not move."""
+        return self._reject(reason).moved_aside
+
     def _validate(self, raw: bytes) -> tuple[str, dict[str, Any] | None]:
         try:
             document = json.loads(raw)

@@ -115,9 +115,11 @@ def test_label_with_slash_in_its_name() -> None:
         (":pod/qosclass:pod/name:name", "Burstable:web-0:app"),
         (":,;pod/name,name", "web-0;app"),
         (":::pod/qosclass:name", "Burstable:app"),
-        # Separators may be any character that is not a letter, digit, /, ., - or _.
+        # Separators may be any ASCII character that is not a letter, digit, / or .
         (": |name pod/name", "app|web-0"),
         (":+=labels/tier+tags/note", "front=x"),
+        (":,:pod/name,name", "web-0:app"),
+        (":-_name-pod/name", "app_web-0"),
         # A missing subkey contributes "", keeping the others in place.
         (":labels/missing:name", ":app"),
         (":name:labels/missing:pod/name", "app::web-0"),
@@ -271,6 +273,8 @@ def test_expressions_compare_by_what_they_say() -> None:
     assert a == b and hash(a) == hash(b) and b.values == ("x", "y")
     assert a != Expression("name", Op.IN, ("y", "x"))
     assert str(a) == "name In [x, y]"
+    assert str(Expression("", Op.ALWAYS_TRUE)) == "AlwaysTrue"
+    assert str(Expression("labels/a", Op.EXISTS)) == "labels/a Exists"
 
 
 def test_non_string_value_is_refused() -> None:

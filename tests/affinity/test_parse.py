@@ -116,25 +116,41 @@ FULL_SYNTAX = (
 )
 
 
-def test_shorthand_means_what_the_document_says() -> None:
+def test_shorthand_means_what_cri_resource_managers_code_does() -> None:
+    # Their document lists container3's and container4's rules; their parser also
+    # gives every container a list names the rule back (TestSimpleParsingSymmetry).
+    def mirror(names: tuple[str, ...], annotation: str) -> Rule:
+        weight = 1 if annotation == AFF else -1
+        return Rule(Expression(NAME_KEY, Op.IN, names), None, weight, annotation, mirrored=True)
+
     assert parse(*SHORTHAND) == {
         "container3": (
             Rule(Expression(NAME_KEY, Op.IN, ("container1",)), None, 1, AFF),
             Rule(Expression(NAME_KEY, Op.IN, ("container2",)), None, -1, ANTI),
+            mirror(("container4",), ANTI),
         ),
         "container4": (
             Rule(Expression(NAME_KEY, Op.IN, ("container2", "container3")), None, -1, ANTI),
         ),
+        "container1": (mirror(("container3",), AFF),),
+        "container2": (mirror(("container3", "container4"), ANTI),),
     }
 
 
-def test_shorthand_and_its_full_syntax_give_identical_rules() -> None:
-    assert parse(*SHORTHAND) == parse(*FULL_SYNTAX)
+def test_the_full_syntax_gives_the_owners_the_same_rules_but_mirrors_nothing() -> None:
+    shorthand, full = parse(*SHORTHAND), parse(*FULL_SYNTAX)
+    assert full == {
+        name: tuple(r for r in rules if not r.mirrored)
+        for name, rules in shorthand.items()
+        if any(not r.mirrored for r in rules)
+    }
+    assert not any(r.mirrored for rules in full.values() for r in rules)
 
 
 def test_internal_form_with_explicit_weights_in_the_affinity_annotation() -> None:
     # The topology-aware policy document shows the shorthand "represented internally"
     # as affinity rules with weights 1 and -1 (written with the labels/ key here).
+    # For the containers it lists that holds; the mirrored rules it leaves out.
     internal = parse(
         """\
         container3:
@@ -162,7 +178,11 @@ def test_internal_form_with_explicit_weights_in_the_affinity_annotation() -> Non
     )
 
     def meaning(rules: dict[str, tuple[Rule, ...]]) -> dict[str, list[tuple[object, ...]]]:
-        return {n: [(r.match, r.scope, r.weight) for r in rs] for n, rs in rules.items()}
+        return {
+            n: [(r.match, r.scope, r.weight) for r in rs if not r.mirrored]
+            for n, rs in rules.items()
+            if n in ("container3", "container4")
+        }
 
     assert meaning(internal) == meaning(parse(*SHORTHAND))
 
@@ -710,7 +730,11 @@ GOOD_AND_BAD = {
 
 def test_a_bad_rule_concerns_only_its_container() -> None:
     parsed = parse_pod_affinities(GOOD_AND_BAD)
-    assert parsed.rules_for("db") == (Rule(Expression(NAME_KEY, Op.IN, ("cache",)), None, 1, AFF),)
+    assert parsed.rules_for("db") == (
+        Rule(Expression(NAME_KEY, Op.IN, ("cache",)), None, 1, AFF),
+        # web's own list is good: the anti-affinity shorthand still mirrors to db.
+        Rule(Expression(NAME_KEY, Op.IN, ("web",)), None, -1, ANTI, mirrored=True),
+    )
     assert parsed.rules_for("other") == ()
     with pytest.raises(AnnotationError) as caught:
         parsed.rules_for("web")

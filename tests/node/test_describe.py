@@ -1,4 +1,4 @@
-"""Decoding kubelet's messages into the agent's values, and their JSON form."""
+"""Decoding kubelet's messages into the agent's values."""
 
 from __future__ import annotations
 
@@ -8,15 +8,8 @@ import pytest
 
 from agent.criclient import kubelet_container_resources, kubelet_pod_config
 from agent.node.describe import (
-    StateFormatError,
-    container_from_json,
-    container_info,
     container_pod,
-    container_to_json,
-    linux_from_json,
-    linux_to_json,
     pod_from_config,
-    pod_from_json,
     qos_from_resources,
     resources_of,
 )
@@ -62,33 +55,22 @@ def test_unknown_cgroup_parent_uses_the_containers_resources() -> None:
     assert container_pod(pod, res).qosclass is QoSClass.GUARANTEED
 
 
-def test_json_round_trip() -> None:
-    config = kubelet_pod_config(
-        "p", "ns", "u-1", labels={"app": "x"}, annotations={"a": "b"}, qos=QoSClass.BURSTABLE
-    )
-    info = container_info("c", pod_from_config("sb1", config), {"l": "1"}, {"t": "2"})
-    assert container_from_json(container_to_json(info), "c") == info
-    linux = kubelet_container_resources(1500, 2000, 1 << 30, cpuset_cpus="1-3")
-    linux.cpuset_mems = "0"
-    assert linux_from_json(linux_to_json(linux), "r") == linux
-
-
-@pytest.mark.parametrize(
-    ("data", "names"),
-    [
-        ({"uid": 1, "qosclass": "Guaranteed"}, r"p\.uid: expected str"),
-        ([], "p: expected an object"),
-        ({"qosclass": "Gold"}, r"p\.qosclass: unknown QoS class 'Gold'"),
-    ],
-)
-def test_bad_saved_pod_names_the_field(data: object, names: str) -> None:
-    with pytest.raises(StateFormatError, match=names):
-        pod_from_json(data, "p")
-
-
-def test_bad_saved_resources_name_the_record() -> None:
-    with pytest.raises(StateFormatError, match=r"containers\.x\.resources"):
-        linux_from_json({"cpu_shares": "many"}, "containers.x.resources")
+def test_only_the_annotations_the_agent_reads_are_kept() -> None:
+    annotations = {
+        "kubectl.kubernetes.io/last-applied-configuration": "x" * 100_000,
+        "cri-resource-manager.intel.com/affinity": "web: [cache]",
+        "cri-resource-manager.intel.com/anti-affinity": "web: [web]",
+        "prefer-shared-cpus.cri-resource-manager.intel.com/pod": "true",
+        "prefer-isolated-cpus.cri-resource-manager.intel.com/container.web": "false",
+        "numa-agent.io/affinity": "{}",
+        "example.com/other": "y",
+    }
+    config = kubelet_pod_config("p", "ns", "u-1", annotations=annotations)
+    kept = pod_from_config("sb1", config).annotations
+    assert set(kept) == set(annotations) - {
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "example.com/other",
+    }
 
 
 def test_fingerprint_follows_the_topology(machines: Callable[[str], Machine]) -> None:

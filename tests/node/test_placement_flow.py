@@ -70,6 +70,29 @@ def test_affinity_pulls_to_partners_numa_node(make_node: NodeFactory, mode: str)
     assert CPUSet.parse(node.cpus(app)) == CPUSet.parse(node.cpus(db))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "match",
+    ["{key: id, operator: Equals, values: [ID]}", "{key: id, operator: Exists}"],
+)
+def test_a_placed_containers_id_is_its_runtime_id(
+    make_node: NodeFactory, mode: str, match: str
+) -> None:
+    """Rules on `id` select a placed container by the id the runtime gave it (before,
+    the policy kept the record made before the runtime assigned one)."""
+    node = make_node("xeon-2s-2numa", mode)
+    db = node.container(node.pod("db", QoSClass.BURSTABLE), "db", 500)
+    rule = (
+        "app:\n- scope: {key: namespace, operator: Equals, values: [default]}\n"
+        f"  match: {match.replace('ID', db)}\n  weight: 10\n"
+    )
+    app_pod = node.pod("app", QoSClass.BURSTABLE, annotations={ANNOTATION_AFFINITY: rule})
+    app = node.container(app_pod, "app", 500)
+    node.settle()
+    assert node.cpus(app) == node.cpus(db)
+    assert next(p.score for p in node.agent.placements() if p.container_id == app) > 0
+
+
 def _socket_of(node_cpus: CPUSet, machine: Machine) -> int:
     sockets = [s.id for s in machine.sockets if node_cpus.is_subset(s.cpus)]
     assert len(sockets) == 1, f"{node_cpus} spans sockets {sockets}"
@@ -254,3 +277,29 @@ def test_rewritten_create_keeps_fields_the_agent_does_not_declare(make_node: Nod
     sent = cri_pb2.CreateContainerRequest.FromString(seen[0])
     assert sent.config.linux.resources.cpuset_cpus  # the agent did rewrite it
     assert future in seen[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_partial_update_keeps_the_container_exclusive(make_node: NodeFactory, mode: str) -> None:
+    """`crictl update --memory 128M` sends only memory_limit_in_bytes: the fields left at
+    zero mean "unchanged", as for the runtime, not a request of 0 CPU."""
+    node = make_node("desktop-1s-4c-ht", mode)
+    _, db = node.guaranteed("db", 2)
+    node.settle()
+    own = node.cpus(db)
+    node.kubelet.update_container_resources(
+        db, cri_pb2.LinuxContainerResources(memory_limit_in_bytes=128 << 20)
+    )
+    node.settle()
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert placed[db].exclusive and node.cpus(db) == own
+    linux = node.linux(db)
+    assert (linux.memory_limit_in_bytes, linux.cpu_quota, linux.cpu_shares) == (
+        128 << 20,
+        200_000,
+        2048,
+    )
+    # The next Guaranteed container does not get db's CPUs.
+    _, other = node.guaranteed("other", 2)
+    node.settle()
+    assert CPUSet.parse(node.cpus(other)).isdisjoint(CPUSet.parse(own))

@@ -80,10 +80,11 @@ def test_state_file_written_before_kubelet_gets_the_answer(
     _, g = node.guaranteed("db", 2)
     document = json.loads((tmp_path / "state.json").read_text())
     saved = document["payload"]["containers"][g]
-    assert saved["cpus"] == node.cpus(g)
-    assert saved["exclusive"] is True
-    assert saved["resources"]["cpu_quota"] == "200000"  # int64 as JSON string (proto3 JSON)
-    assert saved["info"]["pod"]["qosclass"] == "Guaranteed"
+    assert saved["exclusive_cpus"] == node.cpus(g)
+    assert saved["pool"] == node.agent.placements()[0].pool
+    assert saved["sent"]["cpu_quota"] == "200000"  # int64 as JSON string (proto3 JSON)
+    assert saved["requested"]["cpu_quota"] == 200000
+    assert document["payload"]["pods"][saved["sandbox"]]["qosclass"] == "Guaranteed"
     node.kubelet.remove_container(g)
     document = json.loads((tmp_path / "state.json").read_text())
     assert g not in document["payload"]["containers"]

@@ -39,6 +39,9 @@ def test_flags_win_over_the_file(tmp_path: Path) -> None:
         ({"metrics_address": "9464"}, "metrics_address: '9464' is not host:port"),
         ({"runtime_endpoint": "tcp://1.2.3.4:1"}, "runtime_endpoint: endpoint"),
         ({"runtime_endpoint": ""}, "runtime_endpoint: must not be empty"),
+        # Relative after unix://: refused here, not at start (one parser for both).
+        ({"listen": "unix://run/x.sock"}, "listen: endpoint 'unix://run/x.sock': after unix://"),
+        ({"image_endpoint": "unix://x.sock"}, "image_endpoint: endpoint 'unix://x.sock'"),
         ({"state_dir": 5}, "state_dir: expected a string, got 5"),
         ({"reserved_cpus": "3-1"}, "reserved_cpus"),
         ({"pin_cpus": "yes"}, "pin_cpus: expected true or false"),

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.config import DEFAULT_CONFIG_PATH, AgentConfig, config_from_mapping, socket_path
+from agent.config import DEFAULT_CONFIG_PATH, AgentConfig, config_from_mapping
+from agent.relay.endpoint import Endpoint
 from tests.packaging.helpers import ROOT, parse_unit, words
 
 DOCS = list(yaml.safe_load_all((ROOT / "packaging/kubernetes/daemonset.yaml").read_text()))
@@ -30,7 +31,7 @@ def mount_for(container_path: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def socket_dir(endpoint: str) -> str:
-    return str(PurePosixPath(socket_path(endpoint)).parent)
+    return str(PurePosixPath(Endpoint.parse(endpoint).path).parent)
 
 
 def test_both_objects_live_in_kube_system() -> None:

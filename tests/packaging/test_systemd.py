@@ -11,7 +11,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from agent.config import DEFAULT_CONFIG_PATH, AgentConfig, socket_path
+from agent.config import DEFAULT_CONFIG_PATH, AgentConfig
+from agent.relay.endpoint import Endpoint
 from tests.packaging.helpers import ROOT, load_script, parse_unit, require, single, words
 
 UNIT_TEXT = (ROOT / "systemd/numa-agent.service").read_text()
@@ -134,7 +135,7 @@ def test_writable_directories_are_the_configured_ones() -> None:
     assert PurePosixPath("/var/lib", single(UNIT, "Service", "StateDirectory")) == PurePosixPath(
         defaults.state_dir
     )
-    socket_dir = run_path(socket_path(defaults.listen)).parent
+    socket_dir = run_path(str(Endpoint.parse(defaults.listen).path)).parent
     assert PurePosixPath("/run", single(UNIT, "Service", "RuntimeDirectory")) == socket_dir
 
 

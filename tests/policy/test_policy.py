@@ -4,6 +4,7 @@ anti-affinity, capacity compromises, release and reuse, refusals, keys and saved
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -361,7 +362,7 @@ def test_adopt_keeps_running_exclusive_cpus(machines: Machines) -> None:
     pol.check_invariants()
 
 
-def test_state_round_trip(machines: Machines) -> None:
+def test_restore_takes_records_back_as_they_were(machines: Machines) -> None:
     machine = machines("epyc-2s-nps4")
     config = PolicyConfig(reserved_cpus=CPUSet.parse("0,128"))
     pol = Policy(machine, config)
@@ -374,15 +375,32 @@ def test_state_round_trip(machines: Machines) -> None:
     ]
     for req in reqs:
         pol.place(req)
-    saved = pol.to_dict()
-    restored = Policy.from_dict(machine, config, saved, {r.key: r for r in reqs})
-    keep = ("pool", "cpus", "mems", "exclusive")
-    for key, decision in pol.assignments().items():
-        again = restored.assignments()[key]
-        assert [getattr(again, f) for f in keep] == [getattr(decision, f) for f in keep]
+    saved = {key: record.saved() for key, record in pol.records().items()}
+    restored = Policy(machine, config)
+    for req in reversed(reqs):  # order does not matter
+        assert restored.restore(req, saved[req.key]) is not None
+    assert restored.records() == pol.records()
     restored.check_invariants()
     # The restored policy goes on the same way as the original.
     assert pol.place(request("f", 2000)).cpus == restored.place(request("f", 2000)).cpus
+
+
+def test_restore_refuses_what_is_no_longer_valid(machines: Machines) -> None:
+    machine = machines("xeon-2s-2numa")
+    pol = policy(machine)
+    db = pol.place(request("db", 4000))
+    web = pol.place(request("web", 500, qos=B))
+    saved = {key: record.saved() for key, record in pol.records().items()}
+    # The exclusive CPUs are now reserved; the shared pool no longer exists by that name.
+    other = policy(machine, reserved_cpus=str(db.cpus))
+    assert other.restore(request("db", 4000), saved["db"]) is None
+    gone = replace(saved["web"], pool="numa9")
+    assert other.restore(request("web", 500, qos=B), gone) is None
+    # Asked for more CPUs than it holds: not the same container any more.
+    assert other.restore(request("db", 6000), saved["db"]) is None
+    assert not other.records()
+    assert other.restore(request("web", 500, qos=B), saved["web"]) is not None
+    assert other.records()["web"].pool_name == web.pool
 
 
 def test_explanation_names_the_deciding_rule(machines: Machines) -> None:

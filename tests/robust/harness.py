@@ -220,7 +220,8 @@ def live(runtime: MemoryRuntime) -> dict[str, CPUSet]:
 def books_problems(runtime: MemoryRuntime, state: Mapping[str, Any]) -> list[str]:
     """What is wrong between the runtime and the agent's state file (empty: nothing).
 
-    - the state knows exactly the live containers, with the cpusets the runtime holds;
+    - the state knows exactly the live containers, exclusive ones with the CPUs the
+      runtime holds for them;
     - no CPU exclusive to one container is in any other container's cpuset.
     """
     problems: list[str] = []
@@ -233,10 +234,12 @@ def books_problems(runtime: MemoryRuntime, state: Mapping[str, Any]) -> list[str
         )
     for cid, cpus in running.items():
         entry = saved.get(cid)
-        if entry is not None and CPUSet.parse(entry["cpus"]) != cpus:
-            problems.append(f"{cid[:12]}: state says cpus {entry['cpus']}, runtime has {cpus}")
+        if entry is not None and entry["exclusive_cpus"]:
+            held = CPUSet.parse(entry["exclusive_cpus"])
+            if held != cpus:
+                problems.append(f"{cid[:12]}: state says cpus {held}, runtime has {cpus}")
     for cid, entry in saved.items():
-        if not entry["exclusive"] or cid not in running:
+        if not entry["exclusive_cpus"] or cid not in running:
             continue
         mine = running[cid]
         for other, cpus in running.items():
@@ -250,8 +253,7 @@ def books_problems(runtime: MemoryRuntime, state: Mapping[str, Any]) -> list[str
 def exclusive_held(state: Mapping[str, Any]) -> CPUSet:
     held = CPUSet()
     for entry in state["containers"].values():
-        if entry["exclusive"]:
-            held = held | CPUSet.parse(entry["cpus"])
+        held = held | CPUSet.parse(entry["exclusive_cpus"])
     return held
 
 

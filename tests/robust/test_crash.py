@@ -97,9 +97,9 @@ def test_kill_at_injected_points(point: str, site: Site, runtime_server: Runtime
     try:
         assert_books_sound(agent, runtime_server, point)
         state = agent.state()["containers"]
-        running = frozenset(e["info"]["name"] for e in state.values())
+        running = frozenset(e["name"] for e in state.values())
         assert running in ACTIONS[point][1], (point, running)
-        exclusive = {e["info"]["name"] for e in state.values() if e["exclusive"]}
+        exclusive = {e["name"] for e in state.values() if e["exclusive_cpus"]}
         assert exclusive == running - {"batch"}, point
     finally:
         assert agent.stop()[0] == 0

@@ -55,7 +55,7 @@ def test_sigterm_finishes_the_call_in_flight(site: Site, runtime_server: Runtime
     db = result[0]
     assert not site.listen.exists(), "socket left behind"
     state = agent.state()
-    assert state["containers"][db]["exclusive"] is True  # written on the way out
+    assert state["containers"][db]["exclusive_cpus"]  # written on the way out
     assert books_problems(runtime, state) == []
 
 

@@ -35,7 +35,7 @@ def _truncate(path: Path) -> None:
 def _flip_a_cpu(path: Path) -> None:
     doc = json.loads(path.read_text())
     for entry in doc["payload"]["containers"].values():
-        entry["cpus"] = "1-7"  # a bit flip on disk: the checksum no longer matches
+        entry["exclusive_cpus"] = "1-7"  # a bit flip on disk: the checksum no longer matches
     path.write_text(json.dumps(doc))
 
 
@@ -89,7 +89,7 @@ def test_unusable_state_files_never_stop_the_agent(
         # Rebuilt from the runtime: the same containers on the same CPUs.
         assert live(runtime_server.runtime) == before, kind
         assert books_problems(runtime_server.runtime, agent.state()) == [], kind
-        assert agent.state()["containers"][db]["exclusive"] is True, kind
+        assert agent.state()["containers"][db]["exclusive_cpus"], kind
 
 
 # ----------------------------------------------------------------------------- topology

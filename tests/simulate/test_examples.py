@@ -182,6 +182,42 @@ def check_web_cache(r: SimulationResult) -> None:
     assert cpus(get(r, "kube-proxy", "kube-proxy")) == reserved
 
 
+def check_restarts(r: SimulationResult) -> None:
+    m = r.machine
+    node0, node1 = m.numa_node(0), m.numa_node(1)
+    # Up to the first db removal, with `restart: keep` in between: api widened back
+    # to all of socket 0, as it does without the restart.
+    kept = simulate("restarts", events=4)
+    assert {(c.pod, c.pool, c.cpuset_cpus) for c in kept.containers} == {
+        ("api", "socket0", str(m.sockets[0].cpus))
+    }
+    # At the end, after the state file was lost and then corrupted: the exclusive
+    # cache kept its CPUs, api was adopted where the runtime ran it (node 1's
+    # shared CPUs, so numa1) and kept that place when db went.
+    cache, api = get(r, "cache"), get(r, "api")
+    assert cache.exclusive and len(cpus(cache)) == 2 and cpus(cache).is_subset(node1.cpus)
+    assert api.pool == "numa1" and cpus(api) == node1.cpus - cpus(cache)
+    assert cpus(api).isdisjoint(node0.cpus)
+
+
+def check_cri_resource_manager(r: SimulationResult) -> None:
+    m = r.machine
+    db0, db1, client = get(r, "db-0"), get(r, "db-1"), get(r, "client")
+    # Joint key ":-:pod/labels/app-name" (separators "-" and ":") pushes the replicas apart.
+    assert sockets_of(m, cpus(db0)).isdisjoint(sockets_of(m, cpus(db1)))
+    # "db-[^0]" is Go's negation: the client joins db-1, not db-0.
+    assert nodes_of(m, cpus(client)) == nodes_of(m, cpus(db1))
+    assert sockets_of(m, cpus(client)).isdisjoint(sockets_of(m, cpus(db0)))
+    # app is placed before cache and only app's list names cache, yet the cache joins
+    # app (the shorthand is symmetric) while a NUMA node stays idle.
+    app, cache = get(r, "web", "app"), get(r, "web", "cache")
+    assert [d.name for d in r.decisions if d.pod == "web"] == ["app", "cache"]
+    assert nodes_of(m, cpus(cache)) == nodes_of(m, cpus(app))
+    used = set().union(*(nodes_of(m, cpus(c)) for c in r.containers))
+    assert used != {n.id for n in m.iter_numa_nodes()}
+    assert r.errors == ()
+
+
 CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "exclusive-whole-cores": check_exclusive_whole_cores,
     "numa-packing": check_numa_packing,
@@ -194,6 +230,8 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "init-container": check_init_container,
     "refusals": check_refusals,
     "web-cache": check_web_cache,
+    "restarts": check_restarts,
+    "cri-resource-manager": check_cri_resource_manager,
 }
 
 

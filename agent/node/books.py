@@ -1,0 +1,91 @@
+"""The node agent's books: what it knows, changed only under its decision lock.
+
+The policy holds the one record of each placement. Beside it the books keep only
+CRI facts placement does not own: the pods (by sandbox id) and, for every
+container the runtime created, the resources last sent to it. What the runtime
+is owed follows from the two: a container's sent resources with the policy's
+cpusets (`want`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.node.updates import Updater
+from agent.policy.config import PolicyConfig
+from agent.policy.policy import CpusetUpdate, Policy
+from agent.policy.record import PlacementRecord
+from agent.state.schema import StateEncoder
+from agent.workload import PodInfo
+from proto import cri_pb2
+from topology.cpuset import CPUSet
+from topology.tree import Machine
+
+
+def write_cpusets(linux: cri_pb2.LinuxContainerResources, cpus: CPUSet, mems: CPUSet) -> None:
+    """Put the policy's cpusets into `linux`; empty means the policy does not pin
+    (pin_cpus / pin_memory off) and kubelet's value stays."""
+    if cpus:
+        linux.cpuset_cpus = str(cpus)
+    if mems:
+        linux.cpuset_mems = str(mems)
+
+
+class Books:
+    def __init__(self, machine: Machine, config: PolicyConfig, updater: Updater) -> None:
+        self.machine = machine
+        self.config = config
+        self.updater = updater
+        self.policy = Policy(machine, config)
+        self.pods: dict[str, PodInfo] = {}  # by sandbox id
+        # Per created container (by id): the full resources last sent to the runtime.
+        # Never mutated in place, only replaced (the state encoder caches by identity).
+        self.sent: dict[str, cri_pb2.LinuxContainerResources] = {}
+        self._encoder = StateEncoder()
+
+    def reset(self) -> None:
+        """Forget everything (a start rebuilds the books from the state file and the runtime)."""
+        self.policy = Policy(self.machine, self.config)
+        self.pods.clear()
+        for cid in self.sent:
+            self.updater.forget(cid)
+        self.sent.clear()
+
+    def created(self, cid: str, linux: cri_pb2.LinuxContainerResources) -> None:
+        """The runtime has container `cid` with `linux` (as created, restored or adopted)."""
+        copy = cri_pb2.LinuxContainerResources()
+        copy.CopyFrom(linux)
+        self.sent[cid] = copy
+
+    def record(self, cid: str) -> PlacementRecord | None:
+        return self.policy.record(cid)
+
+    def apply(self, updates: Iterable[CpusetUpdate]) -> None:
+        """Other containers' new cpusets are owed to the runtime; containers not created
+        yet (creates in flight) are caught up once they are."""
+        for update in updates:
+            if update.key in self.sent:
+                self.want(update.key)
+
+    def want(self, cid: str) -> None:
+        """The runtime is owed the container's sent resources with the policy's cpusets."""
+        record = self.policy.record(cid)
+        if record is None:
+            return
+        full = cri_pb2.LinuxContainerResources()
+        full.CopyFrom(self.sent[cid])
+        write_cpusets(full, record.cpus, record.mems)
+        self.updater.want(cid, full)
+
+    def release(self, keys: Iterable[str]) -> None:
+        updates: list[CpusetUpdate] = []
+        for key in keys:
+            updates.extend(self.policy.release(key))
+            if self.sent.pop(key, None) is not None:
+                self.updater.forget(key)
+        self.apply(updates)
+
+    def payload(self) -> dict[str, Any]:
+        """What the state file keeps (see agent.state.schema)."""
+        return self._encoder.payload(self.pods, self.policy.records(), self.sent)
