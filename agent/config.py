@@ -39,6 +39,7 @@ class AgentConfig:
     log_level: str = "info"
     log_format: str = "text"
     metrics_address: str = ""  # empty: metrics off
+    reconcile_period: float = 10.0  # seconds between checks of the kernel's view; 0: off
     feature_file: str = DEFAULT_FEATURE_FILE  # empty: no feature file
     physical_host_id: str = ""  # the id itself, or file:/path; empty: DMI on hardware
     label_salt: str = ""  # key of the physical-host label's hash
@@ -60,6 +61,8 @@ AGENT_KEYS: dict[str, str] = {
     "log_level": "debug, info, warning or error",
     "log_format": "text or json",
     "metrics_address": "host:port of the Prometheus endpoint; empty = off",
+    "reconcile_period": "seconds between checks that the kernel enforces the agent's "
+    "cpusets (repairs what a runtime dropped); 0 = off",
     "feature_file": "node labels for Node Feature Discovery, rewritten on change; empty = off",
     "physical_host_id": "id of the physical machine (or file:/path); empty = DMI on hardware",
     "label_salt": "secret mixed into the physical-host label's hash",
@@ -72,7 +75,23 @@ def _check_str(key: str, value: Any) -> str:
     return value
 
 
+def _seconds(key: str, value: Any) -> float:
+    """A duration in seconds: a number, or a numeric string from the command line."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(f"{key}: expected a number of seconds >= 0, got {value!r}")
+    if value == float("inf"):
+        raise ConfigError(f"{key}: expected a finite number of seconds, got {value!r}")
+    return float(value)
+
+
 def _validate_agent_key(key: str, value: Any) -> Any:
+    if key == "reconcile_period":
+        return _seconds(key, value)
     text = _check_str(key, value)
     if key in ("runtime_endpoint", "listen") and not text:
         raise ConfigError(f"{key}: must not be empty")

@@ -25,6 +25,7 @@ from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
+from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
 from agent.observe.process import process_stats
@@ -85,6 +86,7 @@ class Daemon:
         self._runtime_wait_s = runtime_wait_s
         self.machine: Machine | None = None
         self.node: NodeAgent | None = None
+        self.reconciler: Reconciler | None = None
         self._runtime: GrpcRuntimeAccess | None = None
         self.relay: RelayServer | None = None
         self.metrics: AgentMetrics | None = None
@@ -123,6 +125,10 @@ class Daemon:
             observer=metrics,
         )
         self.node.start()
+        self.reconciler = Reconciler(
+            self.node, self._runtime, cfg.reconcile_period, observer=metrics
+        )
+        self.reconciler.start()
         self.relay = RelayServer(
             cfg.listen,
             cfg.runtime_endpoint,
@@ -158,6 +164,9 @@ class Daemon:
         if self.relay is not None:
             self.relay.stop(grace)
             self.relay = None
+        if self.reconciler is not None:
+            self.reconciler.stop()
+            self.reconciler = None
         if self.node is not None:
             self.node.close()
             self.node = None
@@ -204,7 +213,14 @@ class Daemon:
         setup_logging(new.log_level, new.log_format)
         changed = sorted(
             key
-            for key in ("runtime_endpoint", "image_endpoint", "listen", "state_dir", "sysfs_root")
+            for key in (
+                "runtime_endpoint",
+                "image_endpoint",
+                "listen",
+                "state_dir",
+                "sysfs_root",
+                "reconcile_period",
+            )
             if getattr(new, key) != getattr(self.config, key)
         )
         if new.policy != self.config.policy:

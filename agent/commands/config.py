@@ -17,7 +17,9 @@ from agent.policy.config import PolicyConfig
 def _yaml_value(value: Any) -> str:
     if isinstance(value, tuple):
         value = list(value)
-    elif not isinstance(value, bool | int | str | list):
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)  # 10, not 10.0
+    elif not isinstance(value, bool | int | float | str | list):
         value = str(value)
     return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 

@@ -50,6 +50,7 @@ from agent.state.store import StateStore
 from agent.state.writer import Snapshot, StateWriter
 from agent.workload import ContainerInfo
 from proto import cri_pb2
+from topology.cpuset import CPUSet
 from topology.tree import Machine
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ RUN_POD_SANDBOX = _SERVICE + "RunPodSandbox"
 STOP_POD_SANDBOX = _SERVICE + "StopPodSandbox"
 REMOVE_POD_SANDBOX = _SERVICE + "RemovePodSandbox"
 CREATE_CONTAINER = _SERVICE + "CreateContainer"
+START_CONTAINER = _SERVICE + "StartContainer"
 STOP_CONTAINER = _SERVICE + "StopContainer"
 REMOVE_CONTAINER = _SERVICE + "RemoveContainer"
 UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
@@ -93,6 +95,16 @@ def _decode(kind: type[_M], request: bytes) -> _M:
             grpc.StatusCode.INVALID_ARGUMENT,
             f"malformed {kind.DESCRIPTOR.full_name} ({len(request)} bytes): {err}",
         ) from err
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """What the agent wants a created container's cpusets to be (for reconciling)."""
+
+    container_id: str
+    who: str  # container 'x' of pod ns/p
+    cpus: CPUSet  # empty: the agent does not pin (pin_cpus off)
+    mems: CPUSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +171,7 @@ class NodeAgent:
             STOP_POD_SANDBOX: self._stop_pod_sandbox,
             REMOVE_POD_SANDBOX: self._remove_pod_sandbox,
             CREATE_CONTAINER: self._create_container,
+            START_CONTAINER: self._start_container,
             STOP_CONTAINER: self._stop_container,
             REMOVE_CONTAINER: self._stop_container,
             UPDATE_CONTAINER_RESOURCES: self._update_container_resources,
@@ -206,6 +219,27 @@ class NodeAgent:
 
     def pending_updates(self) -> int:
         return self._updater.pending()
+
+    def wanted(self) -> list[Wanted]:
+        """Every created container's wanted cpusets, for the periodic reconcile."""
+        with self._lock:
+            out = []
+            for cid in self._books.sent:
+                record = self._books.record(cid)
+                if record is not None:
+                    out.append(Wanted(cid, record.request.container.who, record.cpus, record.mems))
+            return out
+
+    def resend(self, container_id: str) -> bool:
+        """Send the container's wanted resources again, even if the runtime was told
+        them already (it may not have applied them); False if it is not tracked."""
+        with self._lock:
+            if container_id not in self._books.sent:
+                return False
+            self._updater.force(container_id)
+            self._books.want(container_id)
+        self._flush()
+        return True
 
     def wait_for_updates(self, timeout: float) -> bool:
         """Until nothing is owed (True) or `timeout` seconds pass (False); background mode."""
@@ -407,6 +441,24 @@ class NodeAgent:
         crash_point("create-after-save")
         self._flush()
         self._report(placed, replace(decision, key=cid), "placed")
+        return reply
+
+    def _start_container(self, request: bytes, forward: Forward) -> bytes:
+        """containerd 1.6 applies an update that arrives while a container starts to
+        its spec only: the task starts with the old cpuset, and ContainerStatus
+        reports the new one. So an update in flight at any moment of the start is
+        sent again once the start is over (when the task exists)."""
+        container_id = _decode(cri_pb2.StartContainerRequest, request).container_id
+        if container_id not in self._books.sent:
+            return forward(request)
+        self._updater.starting(container_id)
+        try:
+            reply = forward(request)
+        finally:
+            overlapped = self._updater.started(container_id)
+        if overlapped:
+            log.info("%s: its cpuset changed while it started; sending it again", container_id)
+            self.resend(container_id)
         return reply
 
     def _stop_container(self, request: bytes, forward: Forward) -> bytes:

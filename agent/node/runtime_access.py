@@ -4,6 +4,7 @@ the relay's `BackendError` in both cases."""
 
 from __future__ import annotations
 
+import json
 from typing import Protocol
 
 from agent.relay.backend import Backend
@@ -25,6 +26,8 @@ class RuntimeAccess(Protocol):
     def list_containers(self) -> list[cri_pb2.Container]: ...
 
     def container_status(self, container_id: str) -> cri_pb2.ContainerStatus: ...
+
+    def container_pid(self, container_id: str) -> int | None: ...
 
     def update_container_resources(
         self, container_id: str, linux: cri_pb2.LinuxContainerResources
@@ -49,6 +52,18 @@ class _RawAccess:
         request = cri_pb2.ContainerStatusRequest(container_id=container_id)
         raw = self._call(CONTAINER_STATUS, request.SerializeToString())
         return cri_pb2.ContainerStatusResponse.FromString(raw).status
+
+    def container_pid(self, container_id: str) -> int | None:
+        """The container's process id from the verbose status (containerd and CRI-O
+        put it in info["info"], a JSON object with "pid"); None if not reported."""
+        request = cri_pb2.ContainerStatusRequest(container_id=container_id, verbose=True)
+        raw = self._call(CONTAINER_STATUS, request.SerializeToString())
+        info = cri_pb2.ContainerStatusResponse.FromString(raw).info.get("info", "")
+        try:
+            pid = json.loads(info).get("pid") if info else None
+        except (ValueError, AttributeError):
+            return None
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
     def update_container_resources(
         self, container_id: str, linux: cri_pb2.LinuxContainerResources

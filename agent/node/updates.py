@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -52,6 +52,10 @@ class Updater:
         self._owed: dict[str, _Owed] = {}
         self._applied: dict[str, tuple[str, str]] = {}
         self._sending: set[str] = set()
+        # Containers whose StartContainer is in flight -> whether an update was in
+        # flight at any moment of it (containerd 1.6 applies such an update to the
+        # spec only: the task starts with the old cpuset).
+        self._starting: dict[str, bool] = {}
         self._stop = False
         self._thread: threading.Thread | None = None
 
@@ -75,6 +79,29 @@ class Updater:
             self._owed[container_id] = _Owed(copy)
             self._changed.notify_all()
 
+    def force(self, container_id: str) -> None:
+        """Forget what the runtime was last told, so the next `want` is sent even if
+        it is the same: for when the runtime may not have applied what it accepted."""
+        with self._lock:
+            self._applied.pop(container_id, None)
+
+    def starting(self, container_id: str) -> None:
+        """StartContainer for the container is about to be forwarded."""
+        with self._lock:
+            self._starting[container_id] = container_id in self._sending
+
+    def started(self, container_id: str) -> bool:
+        """StartContainer returned; True if an update was in flight while it ran."""
+        with self._lock:
+            return self._starting.pop(container_id, False)
+
+    def _mark_sending(self, container_ids: Iterable[str]) -> None:
+        """Lock held: these are being sent now."""
+        for cid in container_ids:
+            self._sending.add(cid)
+            if cid in self._starting:
+                self._starting[cid] = True
+
     def forget(self, container_id: str) -> None:
         with self._lock:
             self._owed.pop(container_id, None)
@@ -95,6 +122,8 @@ class Updater:
         except BackendError as err:
             with self._lock:
                 self._sending.discard(container_id)
+                if container_id in self._starting:
+                    self._starting[container_id] = True
                 if self._owed.get(container_id) is not owed:
                     self._changed.notify_all()
                     return  # superseded or forgotten while in flight
@@ -119,6 +148,8 @@ class Updater:
             return
         with self._lock:
             self._sending.discard(container_id)
+            if container_id in self._starting:
+                self._starting[container_id] = True
             # Forgotten while in flight: the container is gone, remember nothing.
             if container_id in self._owed or container_id in self._applied:
                 self._applied[container_id] = _cpuset(owed.resources)
@@ -130,7 +161,7 @@ class Updater:
         """Send everything owed once, now (synchronous mode); returns how many are still owed."""
         with self._lock:
             batch = [(cid, owed) for cid, owed in self._owed.items() if cid not in self._sending]
-            self._sending.update(cid for cid, _ in batch)
+            self._mark_sending(cid for cid, _ in batch)
         for cid, owed in batch:
             self._attempt(cid, owed)
         return self.pending()
@@ -157,7 +188,7 @@ class Updater:
                         break
                     waits = [o.due - now for c, o in self._owed.items() if c not in self._sending]
                     self._changed.wait(min(waits) if waits else None)
-                self._sending.update(cid for cid, _ in due)
+                self._mark_sending(cid for cid, _ in due)
             for cid, owed in due:
                 self._attempt(cid, owed)
 

@@ -67,9 +67,9 @@ def method_label(method: str) -> str:
 
 
 class AgentMetrics:
-    """The metrics of one agent. It is a relay CallObserver (`observe_call`) and a
-    node PlacementObserver (`decided`, `refused`); `watch` names the node agent whose
-    state is reported at scrape time."""
+    """The metrics of one agent. It is a relay CallObserver (`observe_call`), a node
+    PlacementObserver (`decided`, `refused`) and a ReconcileObserver (`repaired`,
+    `resent`); `watch` names the node agent whose state is reported at scrape time."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -95,6 +95,18 @@ class AgentMetrics:
         )
         for reason in REFUSAL_REASONS:
             self._refusals.labels(reason)
+        self._repairs = Counter(
+            f"{PREFIX}_reconcile_repairs",
+            "Containers the periodic reconcile found running other than the agent placed "
+            "them (by the kernel's view or the runtime's report), and sent their cpuset again",
+            registry=self.registry,
+        )
+        self._resends = Counter(
+            f"{PREFIX}_reconcile_resends",
+            "Cpusets the periodic reconcile sent again without a detected difference "
+            "(the kernel's view could not be read, or was narrower than the record)",
+            registry=self.registry,
+        )
         # Label lookups take a lock and build a tuple; per-call cost stays a dict hit.
         self._call_children: dict[tuple[str, grpc.StatusCode], Any] = {}
         self._state = _StateCollector()
@@ -115,6 +127,12 @@ class AgentMetrics:
 
     def refused(self, reason: str) -> None:
         self._refusals.labels(reason).inc()
+
+    def repaired(self) -> None:
+        self._repairs.inc()
+
+    def resent(self) -> None:
+        self._resends.inc()
 
 
 class _StateCollector(Collector):
