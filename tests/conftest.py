@@ -32,12 +32,7 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machin
 
 # The agent's real host paths: tests use temporary ones, and must never leave these
 # behind (the package test refuses a host that looks like it has numa-agent).
-HOST_PATHS = (
-    Path("/var/lib/numa-agent"),
-    Path("/var/run/numa-agent"),
-    Path("/run/numa-agent"),
-    Path(DEFAULT_FEATURE_FILE),  # daemons in tests set feature_file to "" or a temporary path
-)
+HOST_PATHS = (Path("/var/lib/numa-agent"), Path("/var/run/numa-agent"), Path("/run/numa-agent"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,3 +41,14 @@ def host_paths_untouched() -> Iterator[None]:
     yield
     created = [str(path) for path in HOST_PATHS if path.exists() and path not in before]
     assert not created, f"the tests created the agent's host paths {created}"
+
+
+@pytest.fixture(autouse=True)
+def feature_file_untouched() -> Iterator[None]:
+    """A daemon started with the default feature_file writes the host's NFD labels (as
+    root): tests start daemons with feature_file "" or a temporary path. Checked after
+    every test, so the one that wrote it is named (the package test's purge deletes it)."""
+    path = Path(DEFAULT_FEATURE_FILE)
+    before = path.exists()
+    yield
+    assert before or not path.exists(), f"this test wrote {path}: give its daemon feature_file=''"
