@@ -77,7 +77,8 @@ def _int(pool: Mapping[str, Any], key: str) -> int:
 
 def node_use(document: Mapping[str, Any], machine: Machine) -> dict[int, NodeUse]:
     """NUMA node id -> what containers take there; UsageError for another machine's document."""
-    seen = document.get("machine", {}).get("cpus") if isinstance(document, Mapping) else None
+    about = document.get("machine") if isinstance(document, Mapping) else None
+    seen = about.get("cpus") if isinstance(about, Mapping) else None
     if seen != str(machine.cpus):
         raise UsageError(
             f"the running agent sees CPUs {seen!r}, this machine has {str(machine.cpus)!r}"

@@ -308,6 +308,7 @@ def test_a_container_spanning_nodes_is_split_by_their_shared_cpus(
     [
         ({"machine": {"cpus": "0-7"}, "pools": []}, "the running agent sees CPUs '0-7'"),
         ({}, "the running agent sees CPUs None"),
+        ({"machine": "80 CPUs"}, "the running agent sees CPUs None"),
         ({"machine": {"cpus": "0-79"}, "pools": "x"}, "no list of pools"),
         (
             {"machine": {"cpus": "0-79"}, "pools": [{"name": "machine", "exclusive_cpus": "x"}]},
