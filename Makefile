@@ -4,17 +4,23 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+INSTALL_LOG := $(VENV)/install.log
 
-.PHONY: demo test lint format bench deb clean
+.PHONY: demo test lint format bench deb clean screenshot
 
+# pip's and setuptools' chatter goes to $(INSTALL_LOG), shown only if the install fails.
+# setuptools>=77 in the venv too: `make deb` builds the wheel without build isolation.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing numa-agent and its development tools into $(VENV) (log: $(INSTALL_LOG))"
+	@{ $(BIN)/python -m pip install --upgrade pip 'setuptools>=77' && \
+	   $(BIN)/python -m pip install -e '.[test]'; } >$(INSTALL_LOG) 2>&1 || \
+	 { cat $(INSTALL_LOG); echo "make: installing into $(VENV) failed; log: $(INSTALL_LOG)" >&2; exit 1; }
+	@touch $@
 
+# The demo is development tooling (devtools/), run from the checkout; it is not installed.
 demo: $(STAMP)
-	$(BIN)/python -m agent.demo
+	$(BIN)/python -m devtools.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -27,6 +33,17 @@ lint: $(STAMP)
 # Relay cost, placement speed and quality; tables on stdout, JSON in bench-results/.
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --out bench-results
+
+# The README's machine map (docs/images/machine-map.png): a scenario through
+# `simulate --html`, laid out and photographed by headless Chromium (benchmarks/chromium.py).
+MAP_SCENARIO ?= docs/images/machine-map.yaml
+MAP_PNG ?= docs/images/machine-map.png
+MAP_WIDTH ?= 1100
+screenshot: $(STAMP)
+	page=$$(mktemp --suffix=.html) && \
+	$(BIN)/numa-agent simulate $(MAP_SCENARIO) --html "$$page" >/dev/null && \
+	$(BIN)/python -m benchmarks.chromium "$$page" $(MAP_PNG) --width $(MAP_WIDTH); \
+	rc=$$?; rm -f "$$page"; exit $$rc
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -18,8 +18,8 @@ from typing import Any
 
 from agent import __version__
 from agent.config import AgentConfig, ConfigError, resolve_config
-from agent.criclient import CRIClient, CRIError
 from agent.introspect.document import AgentInfo, status_document
+from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
@@ -29,13 +29,15 @@ from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
 from agent.observe.process import process_stats
-from agent.observe.server import MetricsServer, MetricsServerError
+from agent.observe.server import MACHINE_PATH, MetricsServer, MetricsServerError
 from agent.relay import listen
+from agent.relay.backend import Backend, BackendError
 from agent.relay.endpoint import Endpoint
 from agent.relay.server import RelayServer
 from agent.sdnotify import notify
 from agent.state import StateStore
 from agent.state.lock import StateDirBusy, StateDirLock
+from proto import cri_pb2
 from topology.dmi import read_dmi
 from topology.sysfs import read_machine
 from topology.tree import Machine
@@ -43,6 +45,7 @@ from topology.tree import Machine
 log = logging.getLogger(__name__)
 
 RUNTIME_WAIT_S = 30.0
+VERSION = "/runtime.v1.RuntimeService/Version"
 STOP_GRACE_S = 10.0
 SIGNAL_POLL_S = 0.1
 
@@ -52,22 +55,31 @@ class StartupError(Exception):
 
 
 def wait_for_runtime(endpoint: str, deadline_s: float) -> str:
-    """Poll the runtime's Version until it answers; StartupError naming it otherwise."""
+    """Poll the runtime's Version until it answers; StartupError naming it otherwise.
+
+    Over the relay's own raw-bytes Backend: the agent needs no CRI client of its own.
+    """
     give_up = time.monotonic() + deadline_s
     last = ""
-    while True:
-        try:
-            with CRIClient(endpoint, timeout=2.0) as client:
-                version = client.version()
-            return f"{version.runtime_name} {version.runtime_version}"
-        except CRIError as err:
-            last = f"{err.code.name}: {err.details}"
-        if time.monotonic() >= give_up:
-            raise StartupError(
-                f"the runtime at {endpoint} does not answer Version after {deadline_s:.0f}s "
-                f"({last}); is containerd running, and is --runtime-endpoint right?"
-            )
-        time.sleep(0.5)
+    request = cri_pb2.VersionRequest(version="v1").SerializeToString()
+    backend = Backend(Endpoint.parse(endpoint))
+    try:
+        while True:
+            try:
+                reply = backend.unary(VERSION, request, timeout=2.0)
+            except BackendError as err:
+                last = f"{err.code.name}: {err.details}"
+            else:
+                version = cri_pb2.VersionResponse.FromString(reply.body)
+                return f"{version.runtime_name} {version.runtime_version}"
+            if time.monotonic() >= give_up:
+                raise StartupError(
+                    f"the runtime at {endpoint} does not answer Version after {deadline_s:.0f}s "
+                    f"({last}); is containerd running, and is --runtime-endpoint right?"
+                )
+            time.sleep(0.5)
+    finally:
+        backend.close()
 
 
 class Daemon:
@@ -143,7 +155,11 @@ class Daemon:
         if metrics is not None:
             metrics.watch(self.node)
             try:
-                self.metrics_server = MetricsServer(cfg.metrics_address, metrics.registry)
+                self.metrics_server = MetricsServer(
+                    cfg.metrics_address,
+                    metrics.registry,
+                    pages={MACHINE_PATH: lambda: render_machine_map(self.status())},
+                )
             except MetricsServerError as err:
                 raise StartupError(str(err)) from err
             log.info("metrics on http://%s/metrics", cfg.metrics_address)

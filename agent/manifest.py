@@ -1,6 +1,7 @@
 """Kubernetes manifests as `numa-agent check` reads them: the pod spec of a Pod (or of
 a Deployment/StatefulSet/DaemonSet/Job/ReplicaSet template), its annotations and its
-containers' requests and limits, as simulate's PodSpec values."""
+containers' requests and limits, as simulate's PodSpec values, and the node-local
+keys its own scheduling rules use by mistake."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from agent.simulate.scenario import (
 from agent.yamlfile import YamlFileError, read_yaml_file
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job")
+# Label keys of numa-agent's own domain name only ever label a machine's parts (the
+# topology levels, NUMA nodes' labels), never a Kubernetes node.
+NODE_LOCAL_PREFIX = "numa-agent.io/"
 REPLICATED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 
 
@@ -29,12 +33,18 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One pod-making document: its kind and name, its pod, how many replicas it asks."""
+    """One pod-making document: its kind and name, its pod, how many replicas it asks.
+
+    `node_local_keys` are the (path, key) pairs where the pod spec's own
+    `affinity` or `topologySpreadConstraints` names a numa-agent.io/ key, which
+    the cluster scheduler looks for on nodes and never finds.
+    """
 
     kind: str
     name: str
     pod: PodSpec
     replicas: int
+    node_local_keys: tuple[tuple[str, str], ...] = ()
 
 
 def load_manifests(path: str | Path) -> tuple[Workload, ...]:
@@ -89,9 +99,11 @@ def parse_manifest(document: Any, where: str) -> Workload | None:
         raise ManifestError(f"{where}: metadata.namespace: expected a string")
     spec = _mapping(doc.get("spec"), f"{where}: spec")
     replicas = 1
+    spec_path = "spec"
     if kind == "Pod":
         pod_meta, pod_spec = meta, spec
     else:
+        spec_path = "spec.template.spec"
         template = _mapping(spec.get("template"), f"{where}: spec.template")
         pod_meta = _mapping(template.get("metadata"), f"{where}: spec.template.metadata")
         pod_spec = _mapping(template.get("spec"), f"{where}: spec.template.spec")
@@ -112,7 +124,66 @@ def parse_manifest(document: Any, where: str) -> Workload | None:
             pod_spec.get("initContainers"), f"{at}: initContainers", required=False
         ),
     )
-    return Workload(str(kind), name, pod, replicas)
+    return Workload(str(kind), name, pod, replicas, node_local_keys(pod_spec, spec_path))
+
+
+_TERM_LISTS = (
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "requiredDuringSchedulingRequiredDuringExecution",
+    "preferredDuringSchedulingIgnoredDuringExecution",
+)
+
+
+def node_local_keys(pod_spec: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
+    """Where a pod spec's scheduling rules name a numa-agent.io/ key: topologyKeys of
+    pod (anti-)affinity terms and spread constraints, keys of node affinity. Read
+    leniently: the API server, not this, validates the rest."""
+    found: list[tuple[str, str]] = []
+
+    def note(value: Any, where: str) -> None:
+        if isinstance(value, str) and value.startswith(NODE_LOCAL_PREFIX):
+            found.append((where, value))
+
+    affinity = _mapping_or_empty(pod_spec.get("affinity"))
+    for part in ("podAffinity", "podAntiAffinity"):
+        rules = _mapping_or_empty(affinity.get(part))
+        for field in _TERM_LISTS:
+            for i, term in _items(rules.get(field)):
+                where = f"{path}.affinity.{part}.{field}[{i}]"
+                if "podAffinityTerm" in term:
+                    term = term["podAffinityTerm"]
+                    where += ".podAffinityTerm"
+                if isinstance(term, dict):
+                    note(term.get("topologyKey"), f"{where}.topologyKey")
+    node = _mapping_or_empty(affinity.get("nodeAffinity"))
+    required = node.get(_TERM_LISTS[0])
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    selectors: list[tuple[str, Any]] = [
+        (f"{path}.affinity.nodeAffinity.{_TERM_LISTS[0]}.nodeSelectorTerms[{i}]", term)
+        for i, term in _items(terms)
+    ]
+    selectors.extend(
+        (f"{path}.affinity.nodeAffinity.{_TERM_LISTS[2]}[{i}].preference", item.get("preference"))
+        for i, item in _items(node.get(_TERM_LISTS[2]))
+    )
+    for where, term in selectors:
+        if isinstance(term, dict):
+            for j, expression in _items(term.get("matchExpressions")):
+                note(expression.get("key"), f"{where}.matchExpressions[{j}].key")
+    for i, constraint in _items(pod_spec.get("topologySpreadConstraints")):
+        note(constraint.get("topologyKey"), f"{path}.topologySpreadConstraints[{i}].topologyKey")
+    return tuple(found)
+
+
+def _mapping_or_empty(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The mappings of a list, with their indices; nothing if it is not a list."""
+    if not isinstance(value, list):
+        return []
+    return [(i, item) for i, item in enumerate(value) if isinstance(item, dict)]
 
 
 def _containers(value: Any, where: str, *, required: bool) -> tuple[ContainerSpec, ...]:

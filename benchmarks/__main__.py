@@ -1,5 +1,6 @@
-"""`make bench`: relay cost, placement speed and placement quality in one run;
-prints the tables and writes everything as JSON (bench-results/results.json)."""
+"""`make bench`: relay cost, placement speed, placement quality and the machine map's
+size and render time in one run; prints the tables and writes everything as JSON
+(bench-results/results.json)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks import placement_bench, quality, relay_bench, report
+from benchmarks import machine_map_bench, placement_bench, quality, relay_bench, report
 
 
 def machine_info() -> dict[str, Any]:
@@ -80,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     print("## Placement quality\n")
     print(report.quality_table(rows), "\n")
     print(json.dumps(results["quality"]["summary"], indent=1))
+
+    page = machine_map_bench.measure(3 if args.quick else 20, args.out)
+    results["machine_map"] = page.as_dict()
+    print("\n## Machine map (512 CPUs, 500 containers)\n")
+    print(machine_map_bench.report(page), flush=True)
 
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -27,9 +27,11 @@ from pathlib import Path
 
 import psutil
 
-from agent.containerd_env import PrivateContainerd, missing_prerequisites, remove_cgroup
-from agent.criclient import CRIClient, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd, missing_prerequisites
+from devtools.criclient import CRIClient
+from devtools.pods import remove_cgroup
 from topology.fakesysfs import write_shape
 
 PY = sys.executable

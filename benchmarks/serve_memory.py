@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from agent.runtime.memory import serve_memory_runtime
+from devtools.fake_runtime import serve_memory_runtime
 
 
 def main(argv: list[str]) -> int:

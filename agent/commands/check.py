@@ -1,5 +1,6 @@
-"""`numa-agent check POD.yaml`: would the agent accept this pod's affinity annotations,
-and (--simulate) where would its containers land on this node?"""
+"""`numa-agent check POD.yaml`: would the agent accept this pod's affinity annotations
+(cri-resource-manager's and numa-agent.io's), and (--simulate) where would its
+containers land on this node?"""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from agent.commands.options import add_config_flags, overrides
 from agent.config import ConfigError, resolve_config
 from agent.manifest import ManifestError, Workload, load_manifests
 from agent.policy.config import PolicyConfig
+from agent.rules import (
+    ANNOTATION_AFFINITY,
+    ANNOTATION_SPREAD,
+    PodRules,
+    RuleError,
+    TermKind,
+    parse_pod_rules,
+)
 from agent.simulate.driver import SimulationError, SimulationResult, run_scenario
 from agent.simulate.output import render_text
 from agent.simulate.scenario import CreatePod, PodSpec, Scenario, SysfsTopology, pod_uid
@@ -89,6 +98,68 @@ def _doubtful(name: str, rule: Rule) -> list[str]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class RuleFindings:
+    errors: tuple[str, ...]  # the agent's refusal of each container, as for the others
+    warnings: tuple[str, ...]
+    summary: str | None  # what the numa-agent.io annotations ask; None without any
+
+
+def check_rules(workload: Workload) -> RuleFindings:
+    """The agent's verdict on the numa-agent.io annotations (they concern every
+    container of the pod alike), and the pod spec's own rules that name
+    numa-agent.io keys the cluster scheduler does not know."""
+    pod = workload.pod
+    containers = [c.name for c in (*pod.init_containers, *pod.containers)]
+    errors: list[str] = []
+    summary = None
+    try:
+        rules = parse_pod_rules(pod.annotations)
+    except RuleError as err:
+        errors = [f"cannot place {err.render(pod=pod.key, container=name)}" for name in containers]
+    else:
+        summary = None if rules.is_empty else describe_rules(rules)
+    warnings = [
+        f"{path} is {key!r}, a key of the machine's parts that no node carries, so the "
+        "cluster scheduler cannot apply this rule as meant (required pod or node affinity and "
+        "DoNotSchedule spreading leave the pod Pending; anti-affinity does nothing); rules "
+        f"inside the node go in the {_annotation_for(path)} annotation"
+        for path, key in workload.node_local_keys
+    ]
+    return RuleFindings(tuple(errors), tuple(warnings), summary)
+
+
+def _annotation_for(path: str) -> str:
+    return ANNOTATION_SPREAD if ".topologySpreadConstraints[" in path else ANNOTATION_AFFINITY
+
+
+def describe_rules(rules: PodRules) -> str:
+    """`1 required anti-affinity term, 1 preferred affinity term; node affinity
+    (1 required term, 1 preferred); 1 spread constraint`."""
+    parts = []
+    for required in (True, False):
+        for kind in TermKind:
+            count = len(rules.terms(kind, required=required))
+            if count:
+                strength = "required" if required else "preferred"
+                parts.append(f"{count} {strength} {kind} term{'s' if count > 1 else ''}")
+    text = ", ".join(parts)
+    node = rules.node_affinity
+    if node is not None:
+        counts = []
+        if node.required is not None:
+            counts.append(
+                f"{len(node.required)} required term{'s' if len(node.required) > 1 else ''}"
+            )
+        if node.preferred:
+            counts.append(f"{len(node.preferred)} preferred")
+        text += ("; " if text else "") + f"node affinity ({', '.join(counts)})"
+    if rules.spread:
+        count = len(rules.spread)
+        text += ("; " if text else "") + f"{count} spread constraint{'s' if count > 1 else ''}"
+    return text
+
+
 def replica_pods(workload: Workload) -> tuple[PodSpec, ...]:
     """The pods a workload makes; replicas get -0, -1, ... suffixes and their own UIDs."""
     pod = workload.pod
@@ -119,7 +190,7 @@ def simulate(
     return run_scenario(scenario, machine)
 
 
-def _report(workload: Workload, findings: Findings) -> list[str]:
+def _report(workload: Workload, findings: Findings, rules: RuleFindings) -> list[str]:
     pod = workload.pod
     what = f"{workload.kind} {pod.key}"
     if workload.kind != "Pod":
@@ -133,12 +204,14 @@ def _report(workload: Workload, findings: Findings) -> list[str]:
     )
     if findings.named:
         lines.append(f"  affinity annotations name: {', '.join(findings.named)}")
-    else:
+    elif rules.summary is None and not rules.errors:
         lines.append("  no affinity annotations")
     lines.extend(f"  rule of {name}: {rule}" for name, rule in findings.rules)
-    lines.extend(f"  warning: {w}" for w in findings.warnings)
-    lines.extend(f"  error: {e}" for e in findings.errors)
-    if not findings.errors:
+    if rules.summary is not None:
+        lines.append(f"  numa-agent.io rules: {rules.summary}")
+    lines.extend(f"  warning: {w}" for w in (*findings.warnings, *rules.warnings))
+    lines.extend(f"  error: {e}" for e in (*findings.errors, *rules.errors))
+    if not findings.errors and not rules.errors:
         lines.append("  ok: the agent accepts the annotations for every container")
     return lines
 
@@ -154,8 +227,9 @@ def _check(args: argparse.Namespace) -> int:
     lines: list[str] = []
     for workload in workloads:
         findings = check_affinities(workload.pod)
-        failed = failed or bool(findings.errors)
-        lines.extend(_report(workload, findings))
+        rules = check_rules(workload)
+        failed = failed or bool(findings.errors) or bool(rules.errors)
+        lines.extend(_report(workload, findings, rules))
     print("\n".join(lines))
     if args.simulate:
         try:
@@ -180,7 +254,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="check a pod manifest's affinity annotations (and simulate where it lands)",
         description="Read a Kubernetes manifest (Pod, or the pod template of a Deployment, "
         "StatefulSet, DaemonSet, ReplicaSet or Job) and say whether the agent would accept its "
-        "affinity annotations, with the agent's own error messages. --simulate also places the "
+        "affinity annotations (cri-resource-manager's, numa-agent.io/affinity and "
+        "numa-agent.io/topology-spread-constraints), with the agent's own error messages, and "
+        "warn where the pod spec's own affinity or topologySpreadConstraints names a "
+        "numa-agent.io key, which the cluster scheduler does not know. --simulate also places the "
         "pod (every replica) on an empty copy of this machine (or of --sysfs-root) with the "
         "configured policy. Exit 0: accepted; 1: an annotation (or, with --simulate, a "
         "placement) would be refused; 2: the manifest or configuration cannot be read.",

@@ -1,7 +1,8 @@
 """`numa-agent simulate SCENARIO.yaml`: place a scenario's pods and print where they ran.
 
 Exit 0 when the scenario ran (refused containers are part of its result), 1 when
-the scenario file is invalid or a CRI call other than a container's creation failed.
+the scenario file is invalid, a CRI call other than a container's creation failed,
+or the --html file cannot be written.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from agent.simulate.driver import SimulationError, simulate_file
-from agent.simulate.output import render_explanations, render_text, to_json
+from agent.simulate.output import render_explanations, render_text, to_html, to_json
 from agent.simulate.scenario import ScenarioError
 
 
@@ -36,6 +38,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="print each placement decision's candidates and scores (to stderr with --json)",
     )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        type=Path,
+        help="also write the machine map after the scenario's events to FILE "
+        "(one self-contained HTML page)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
     except (ScenarioError, SimulationError) as exc:
         print(f"numa-agent simulate: {exc}", file=sys.stderr)
         return 1
+    if args.html is not None:
+        try:
+            args.html.write_text(to_html(result), encoding="utf-8")
+        except OSError as exc:
+            print(f"numa-agent simulate: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 1
     if args.explain:
         # JSON on stdout stays exactly the documented shape; explanations go aside.
         out = sys.stderr if args.json else sys.stdout

@@ -1,5 +1,7 @@
-"""The status document: agent info, the pool tree with each pool's capacity and
-containers, and the reserved CPUs; a plain JSON-able dict, built by pure functions."""
+"""The status document: agent info, the machine's layout, the pool tree with each pool's
+capacity and containers, and the reserved CPUs; a plain JSON-able dict, built by pure
+functions. It is the contract between the daemon and `numa-agent status` (text, JSON
+and the HTML machine map), so fields are only ever added (docs/observability.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from agent.observe.process import ProcessStats
 from agent.policy.policy import PoolCapacity
 from agent.policy.pools import build_pools
 from topology.cpuset import CPUSet
-from topology.tree import Machine
+from topology.tree import Core, Machine
 
 DOCUMENT_VERSION = 1
 RESERVED_POOL = "reserved"
@@ -37,18 +39,69 @@ def _container(p: Placement) -> dict[str, Any]:
         "cpuset_cpus": p.cpuset_cpus,
         "cpuset_mems": p.cpuset_mems,
         "exclusive": p.exclusive,
+        "pool": p.pool,
+        "score": round(p.score, 3),
     }
 
 
-def status_document(
-    info: AgentInfo,
+def _core(core: Core) -> dict[str, Any]:
+    return {"id": core.id, "cpus": str(core.cpus), "cpu_class": core.cpu_class}
+
+
+def machine_layout(machine: Machine) -> list[dict[str, Any]]:
+    """Sockets > dies > NUMA nodes > L3 groups > cores, each with its (online) CPUs:
+    what the machine map draws, without which the client would need the sysfs tree."""
+    return [
+        {
+            "id": socket.id,
+            "cpus": str(socket.cpus),
+            "dies": [
+                {
+                    "id": die.id,
+                    "cpus": str(die.cpus),
+                    "numa_nodes": [
+                        {
+                            "id": node.id,
+                            "cpus": str(node.cpus),
+                            "memory_bytes": node.memory_bytes,
+                            "l3_groups": [
+                                {
+                                    "id": group.id,
+                                    "cpus": str(group.cpus),
+                                    "cores": [_core(core) for core in group.cores],
+                                }
+                                for group in node.l3_groups
+                            ],
+                        }
+                        for node in die.numa_nodes
+                    ],
+                }
+                for die in socket.dies
+            ],
+        }
+        for socket in machine.sockets
+    ]
+
+
+def _memory_only_nodes(machine: Machine) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": m.id,
+            "memory_bytes": m.memory_bytes,
+            "closest_cpu_node": m.closest_cpu_node,
+            "distance": machine.distance(m.closest_cpu_node, m.id),
+        }
+        for m in machine.memory_only_nodes
+    ]
+
+
+def machine_document(
     machine: Machine,
     reserved_cpus: CPUSet,
     placements: Sequence[Placement],
     capacity: Sequence[PoolCapacity],
-    now: float,
 ) -> dict[str, Any]:
-    """Everything `numa-agent status` shows; `now` is Unix time (for the uptime)."""
+    """The document without its `version` and `agent` parts: what `simulate` has too."""
     all_pools = build_pools(machine).pools
     tree = {pool.name: pool for pool in all_pools}
     by_pool: dict[str, list[dict[str, Any]]] = {}
@@ -75,6 +128,33 @@ def status_document(
                 "containers": by_pool.pop(cap.pool, []),
             }
         )
+    return {
+        "machine": {
+            "cpus": str(machine.cpus),
+            "sockets": len(machine.sockets),
+            "numa_nodes": len(list(machine.iter_numa_nodes())),
+            "isolated_cpus": str(machine.isolated),
+            "reserved_cpus": str(reserved_cpus),
+            "offline_cpus": str(machine.offline),
+            "layout": machine_layout(machine),
+            "memory_only_nodes": _memory_only_nodes(machine),
+        },
+        "pools": pools,
+        "reserved": {"cpus": str(reserved_cpus), "containers": by_pool.pop(RESERVED_POOL, [])},
+        # Books naming a pool this machine does not have (should never happen): still shown.
+        "unknown_pools": {name: containers for name, containers in sorted(by_pool.items())},
+    }
+
+
+def status_document(
+    info: AgentInfo,
+    machine: Machine,
+    reserved_cpus: CPUSet,
+    placements: Sequence[Placement],
+    capacity: Sequence[PoolCapacity],
+    now: float,
+) -> dict[str, Any]:
+    """Everything `numa-agent status` shows; `now` is Unix time (for the uptime)."""
     proc = info.process
     return {
         "version": DOCUMENT_VERSION,
@@ -89,15 +169,5 @@ def status_document(
             "cpu_seconds": round(proc.cpu_seconds, 2),
             "rss_bytes": proc.rss_bytes,
         },
-        "machine": {
-            "cpus": str(machine.cpus),
-            "sockets": len(machine.sockets),
-            "numa_nodes": len(list(machine.iter_numa_nodes())),
-            "isolated_cpus": str(machine.isolated),
-            "reserved_cpus": str(reserved_cpus),
-        },
-        "pools": pools,
-        "reserved": {"cpus": str(reserved_cpus), "containers": by_pool.pop(RESERVED_POOL, [])},
-        # Books naming a pool this machine does not have (should never happen): still shown.
-        "unknown_pools": {name: containers for name, containers in sorted(by_pool.items())},
+        **machine_document(machine, reserved_cpus, placements, capacity),
     }

@@ -10,6 +10,7 @@ or the agent's own, is ever made while holding it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -21,7 +22,8 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from agent.affinity import AnnotationError
-from agent.node.books import Books, write_cpusets
+from agent.node.adoption import adopt, adoptee, applied
+from agent.node.books import Books, Unresolved, write_cpusets
 from agent.node.crashpoints import crash_point
 from agent.node.describe import (
     container_info,
@@ -66,6 +68,16 @@ REMOVE_CONTAINER = _SERVICE + "RemoveContainer"
 UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
 LIST_CONTAINERS = _SERVICE + "ListContainers"
 CONTAINER_STATUS = _SERVICE + "ContainerStatus"
+
+# Codes with which a forwarded call can end while the runtime goes on with it: for
+# a create, the container may yet appear (books.Unresolved). UNAVAILABLE is not one:
+# the runtime could not be reached, or went away and took the create with it (a
+# container it left behind anyway is adopted on the next relist).
+UNKNOWN_OUTCOME = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED})
+# How long a create that gave no answer keeps its CPUs when complete listings do
+# not show its container (the runtime answers, but has not made it).
+CREATE_GRACE_S = 60.0
+_LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
 
 # Context-free so `simulate` can call it without gRPC; raises HookAbort, and a
 # BackendError from `forward` passes through unchanged.
@@ -402,7 +414,13 @@ class NodeAgent:
         key = f"{sandbox_id}/{name}/{config.metadata.attempt}"
         creq = request_for(key, info, res, rules)
         with self._lock:
-            if self._books.record(key) is not None:
+            unresolved = self._books.unresolved.get(key)
+        if unresolved is not None and self._resolve_create(key, unresolved):
+            # The create that gave no answer did create it: this one is a new placement.
+            unresolved = None
+        with self._lock:
+            current = self._books.record(key)
+            if current is not None and key not in self._books.unresolved:
                 # kubelet retried while its first call is still in flight: placing
                 # again would resize that one's allocation and both would share it.
                 raise HookAbort(
@@ -410,16 +428,28 @@ class NodeAgent:
                     f"a CreateContainer for {info.who} (attempt {config.metadata.attempt}) "
                     "is already in flight; retry once it has finished",
                 )
-            decision = self._decide(info, lambda: self._books.policy.place(creq))
-            self._books.pods.setdefault(sandbox_id, pod)
-            self._books.apply(decision.updates)
+            retrying = current is not None
+            if retrying:
+                # Retrying a create that gave no answer: the runtime may still create
+                # the first one, with these CPUs, so the retry gets the same ones.
+                decision = self._books.policy.current(key)
+                assert decision is not None
+            else:
+                decision = self._decide(info, lambda: self._books.policy.place(creq))
+                self._books.pods.setdefault(sandbox_id, pod)
+                self._books.apply(decision.updates)
         crash_point("create-after-decision")
         linux = req.config.linux.resources  # created on first write if kubelet sent none
         write_cpusets(linux, decision.cpus, decision.mems)
         try:
             reply = forward(req.SerializeToString())
-        except BackendError:
-            self._release([key])
+        except BackendError as err:
+            if retrying:
+                pass  # the first create may still make it: the reservation stays as it was
+            elif err.code in UNKNOWN_OUTCOME:
+                self._give_up_on_create(key, info, linux, err)
+            else:
+                self._release([key])  # the runtime answered: nothing was created
             raise
         crash_point("create-after-runtime")
         cid = cri_pb2.CreateContainerResponse.FromString(reply).container_id
@@ -428,11 +458,7 @@ class NodeAgent:
                 # Its sandbox was stopped while the create was in flight.
                 log.info("%s (%s) created after its pod was stopped", cid, info.who)
                 return reply
-            self._books.policy.rekey(key, cid, container_id=cid)
-            self._books.created(cid, linux)
-            self._updater.set_applied(cid, linux.cpuset_cpus, linux.cpuset_mems)
-            # Moved while in flight (an update addressed to its temporary key): owed now.
-            self._books.want(cid)
+            self._books.adopt_created(key, cid, linux)
             record = self._books.record(cid)
             assert record is not None
             placed = record.request.container
@@ -442,6 +468,56 @@ class NodeAgent:
         self._flush()
         self._report(placed, replace(decision, key=cid), "placed")
         return reply
+
+    def _give_up_on_create(
+        self,
+        key: str,
+        info: ContainerInfo,
+        linux: cri_pb2.LinuxContainerResources,
+        err: BackendError,
+    ) -> None:
+        """No answer came: keep the placement reserved (see books.Unresolved), and
+        look once whether the runtime has the container already."""
+        copy = cri_pb2.LinuxContainerResources()
+        copy.CopyFrom(linux)
+        unresolved = Unresolved(time.monotonic(), copy)
+        with self._lock:
+            if self._books.record(key) is None:
+                return  # its sandbox went meanwhile
+            self._books.unresolved[key] = unresolved
+        log.warning(
+            "CreateContainer for %s gave no answer (%s); its CPUs %s stay reserved until the "
+            "runtime is seen to have created it or not",
+            info.who,
+            err.code.name,
+            linux.cpuset_cpus or "-",
+        )
+        with contextlib.suppress(BackendError):
+            self._resolve_create(key, unresolved)
+
+    def _resolve_create(self, key: str, unresolved: Unresolved) -> bool:
+        """Ask the runtime whether the create under `key` made a container; if so,
+        track it (True). Raises BackendError if the runtime cannot be asked."""
+        sandbox_id, name, attempt = key.rsplit("/", 2)
+        for ctr in self._runtime.list_containers():
+            if (
+                ctr.pod_sandbox_id == sandbox_id
+                and ctr.metadata.name == name
+                and str(ctr.metadata.attempt) == attempt
+            ):
+                self._adopt_unresolved(key, ctr.id, unresolved)
+                return True
+        return False
+
+    def _adopt_unresolved(self, key: str, cid: str, unresolved: Unresolved) -> None:
+        with self._lock:
+            if self._books.unresolved.get(key) is not unresolved or cid in self._books.sent:
+                return
+            self._books.adopt_created(key, cid, unresolved.linux)
+            snapshot = self._snapshot()
+        log.info("%s: the create that gave no answer made container %s; tracking it", key, cid)
+        self._writer.write(snapshot)
+        self._flush()
 
     def _start_container(self, request: bytes, forward: Forward) -> bytes:
         """containerd 1.6 applies an update that arrives while a container starts to
@@ -524,11 +600,70 @@ class NodeAgent:
         return reply
 
     def _list_containers(self, request: bytes, forward: Forward) -> bytes:
-        _decode(cri_pb2.ListContainersRequest, request)
+        req = _decode(cri_pb2.ListContainersRequest, request)
         reply = forward(request)
         containers = cri_pb2.ListContainersResponse.FromString(reply).containers
         self._release_exited([c.id for c in containers if c.state == cri_pb2.CONTAINER_EXITED])
+        # kubelet relists every second: decide without the lock that nothing is to do.
+        sent, unresolved = self._books.sent, self._books.unresolved
+        strangers = [c for c in containers if c.state in _LIVE and c.id not in sent]
+        if strangers or unresolved:
+            self._take_in(strangers, complete=not req.HasField("filter"))
         return reply
+
+    def _take_in(self, strangers: list[cri_pb2.Container], *, complete: bool) -> None:
+        """Live containers the agent does not track: one a create that gave no answer
+        made is tracked under that placement; one created behind the agent's back is
+        adopted where it runs, before its CPUs can go to anyone else. A create that
+        gave no answer and whose container a complete listing still lacks after
+        CREATE_GRACE_S is given up: its CPUs are free again."""
+        seen: set[str] = set()
+        for ctr in strangers:
+            key = f"{ctr.pod_sandbox_id}/{ctr.metadata.name}/{ctr.metadata.attempt}"
+            seen.add(key)
+            with self._lock:
+                unresolved = self._books.unresolved.get(key)
+                in_flight = unresolved is None and self._books.record(key) is not None
+            if unresolved is not None:
+                self._adopt_unresolved(key, ctr.id, unresolved)
+            elif not in_flight:  # a create in flight is tracked when it returns
+                self._adopt_stranger(ctr)
+        if not complete:
+            return
+        now = time.monotonic()
+        with self._lock:
+            stale = [
+                key
+                for key, u in self._books.unresolved.items()
+                if key not in seen and now - u.since > CREATE_GRACE_S
+            ]
+        if stale:
+            log.warning(
+                "creates that gave no answer made no container in %.0fs; freeing their CPUs: %s",
+                CREATE_GRACE_S,
+                ", ".join(stale),
+            )
+            self._release(stale)
+
+    def _adopt_stranger(self, ctr: cri_pb2.Container) -> None:
+        try:
+            status = self._runtime.container_status(ctr.id)
+        except BackendError as err:
+            log.debug("cannot adopt %s yet: %s", ctr.id, err)
+            return
+        with self._lock:
+            if ctr.id in self._books.sent:
+                return
+            request, _ = adoptee(self._books, ctr, status)
+            linux = status.resources.linux
+            if adopt(self._books, request, linux) is None:
+                return
+            self._books.created(ctr.id, linux)
+            applied(self._books, ctr.id, status)
+            self._books.want(ctr.id)
+            snapshot = self._snapshot()
+        self._writer.write(snapshot)
+        self._flush()
 
     def _container_status(self, request: bytes, forward: Forward) -> bytes:
         _decode(cri_pb2.ContainerStatusRequest, request)

@@ -10,6 +10,7 @@ cpusets (`want`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agent.node.updates import Updater
@@ -32,6 +33,17 @@ def write_cpusets(linux: cri_pb2.LinuxContainerResources, cpus: CPUSet, mems: CP
         linux.cpuset_mems = str(mems)
 
 
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """A CreateContainer whose answer never came (the caller's deadline passed, the
+    connection broke): the runtime may still create the container, with the cpusets
+    in `linux`, so its placement stays reserved under its temporary key until the
+    container is seen (then it is tracked) or the runtime is seen without it."""
+
+    since: float  # time.monotonic() when the answer was given up on
+    linux: cri_pb2.LinuxContainerResources  # as sent in the create
+
+
 class Books:
     def __init__(self, machine: Machine, config: PolicyConfig, updater: Updater) -> None:
         self.machine = machine
@@ -42,12 +54,14 @@ class Books:
         # Per created container (by id): the full resources last sent to the runtime.
         # Never mutated in place, only replaced (the state encoder caches by identity).
         self.sent: dict[str, cri_pb2.LinuxContainerResources] = {}
+        self.unresolved: dict[str, Unresolved] = {}  # by temporary key
         self._encoder = StateEncoder()
 
     def reset(self) -> None:
         """Forget everything (a start rebuilds the books from the state file and the runtime)."""
         self.policy = Policy(self.machine, self.config)
         self.pods.clear()
+        self.unresolved.clear()
         for cid in self.sent:
             self.updater.forget(cid)
         self.sent.clear()
@@ -57,6 +71,15 @@ class Books:
         copy = cri_pb2.LinuxContainerResources()
         copy.CopyFrom(linux)
         self.sent[cid] = copy
+
+    def adopt_created(self, key: str, cid: str, linux: cri_pb2.LinuxContainerResources) -> None:
+        """The runtime created `cid` for the placement under temporary `key` with
+        `linux`: from now on it is tracked by its id."""
+        self.unresolved.pop(key, None)
+        self.policy.rekey(key, cid, container_id=cid)
+        self.created(cid, linux)
+        self.updater.set_applied(cid, linux.cpuset_cpus, linux.cpuset_mems)
+        self.want(cid)  # moved while in flight (an update addressed to its temporary key)
 
     def record(self, cid: str) -> PlacementRecord | None:
         return self.policy.record(cid)
@@ -81,6 +104,7 @@ class Books:
     def release(self, keys: Iterable[str]) -> None:
         updates: list[CpusetUpdate] = []
         for key in keys:
+            self.unresolved.pop(key, None)
             updates.extend(self.policy.release(key))
             if self.sent.pop(key, None) is not None:
                 self.updater.forget(key)

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
+from agent.kubelet import qos_from_cgroup_parent
 from agent.policy.request import (
     PREFER_ISOLATED,
     PREFER_SHARED,
     Resources,
     milli_cpu_limit,
     milli_cpu_request,
-    qos_from_cgroup_parent,
 )
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2

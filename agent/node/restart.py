@@ -11,22 +11,21 @@ forgotten.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import grpc
 
-from agent.criclient import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
+from agent.node.adoption import adopt, adoptee, applied
 from agent.node.books import Books
-from agent.node.describe import container_info, container_pod, pod_from_sandbox, resources_of
+from agent.node.describe import pod_from_sandbox
 from agent.node.requests import running_request
 from agent.node.runtime_access import RuntimeAccess
 from agent.policy.policy import Decision, PlacementError
 from agent.policy.request import ContainerRequest, CpuKind, classify
 from agent.relay.backend import BackendError
 from agent.state.schema import SavedContainer, SavedState
-from agent.workload import ContainerInfo, PodInfo, QoSClass
+from agent.workload import QoSClass
 from proto import cri_pb2
-from topology.cpuset import CPUSet, CPUSetError
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +85,12 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             books.pods[sandbox_id] = saved.pods[sandbox_id]
         decision = books.policy.restore(request, entry.placement)
         books.created(entry.info.id, entry.sent)
-        _applied(books, entry.info.id, status)
+        applied(books, entry.info.id, status)
         if decision is None:
             again.append((request, status))
         else:
             books.apply(decision.updates)
-    adoptees = [_adoptee(books, ctr, status) for ctr, status in unknown]
+    adoptees = [adoptee(books, ctr, status) for ctr, status in unknown]
     adoptees.sort(
         key=lambda a: (
             classify(a[0], books.config).kind is not CpuKind.EXCLUSIVE,
@@ -101,11 +100,11 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
     adopted = 0
     for request, status in adoptees:
         linux = status.resources.linux
-        decision = _adopt(books, request, linux)
+        decision = adopt(books, request, linux)
         if decision is None:
             continue
         books.created(request.key, linux)
-        _applied(books, request.key, status)
+        applied(books, request.key, status)
         adopted += 1
         if classify(request, books.config).kind is CpuKind.EXCLUSIVE and not decision.exclusive:
             # It wants CPUs of its own but cannot keep the ones it runs on.
@@ -118,59 +117,6 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
     for cid in books.sent:
         books.want(cid)
     return Outcome(len(known) - len(again), len(again), adopted)
-
-
-def _applied(books: Books, cid: str, status: cri_pb2.ContainerStatus) -> None:
-    reported = status.resources.linux
-    books.updater.set_applied(cid, reported.cpuset_cpus, reported.cpuset_mems)
-
-
-def _adoptee(
-    books: Books, ctr: cri_pb2.Container, status: cri_pb2.ContainerStatus
-) -> tuple[ContainerRequest, cri_pb2.ContainerStatus]:
-    res = resources_of(status.resources.linux)
-    pod = books.pods.get(ctr.pod_sandbox_id) or PodInfo(
-        uid=ctr.labels.get(POD_UID_LABEL, ""),
-        name=ctr.labels.get(POD_NAME_LABEL, ""),
-        namespace=ctr.labels.get(POD_NAMESPACE_LABEL, ""),
-        qosclass=QoSClass.BESTEFFORT,
-        id=ctr.pod_sandbox_id,
-    )
-    info: ContainerInfo = replace(
-        container_info(ctr.metadata.name, container_pod(pod, res), ctr.labels, ctr.annotations),
-        id=ctr.id,
-    )
-    return running_request(ctr.id, info, res), status
-
-
-def _cpuset(text: str, what: str) -> CPUSet:
-    try:
-        return CPUSet.parse(text)
-    except CPUSetError as err:
-        log.warning("%s: unreadable cpuset %r (%s); treating it as unset", what, text, err)
-        return CPUSet()
-
-
-def _adopt(
-    books: Books, request: ContainerRequest, linux: cri_pb2.LinuxContainerResources
-) -> Decision | None:
-    """Take a container the state file does not know in where it runs (None: cannot)."""
-    what = f"container {request.key}"
-    cpus, mems = _cpuset(linux.cpuset_cpus, what), _cpuset(linux.cpuset_mems, what)
-    try:
-        decision = books.policy.adopt(request, cpus, mems)
-    except PlacementError as err:
-        log.error("cannot adopt %s (%s): %s", request.key, request.container.who, err)
-        return None
-    books.apply(decision.updates)
-    log.info(
-        "adopted unknown %s (%s): cpus %s mems %s",
-        request.key,
-        request.container.who,
-        decision.cpus,
-        decision.mems,
-    )
-    return decision
 
 
 def _place_again(
@@ -190,7 +136,7 @@ def _place_again(
             err,
             linux.cpuset_cpus or "-",
         )
-        if request.key not in books.policy.records() and _adopt(books, request, linux) is None:
+        if request.key not in books.policy.records() and adopt(books, request, linux) is None:
             books.release([request.key])
         return
     log.warning(

@@ -1,14 +1,27 @@
-"""Serving the metrics registry over HTTP (Prometheus text format) on host:port."""
+"""Serving the metrics registry over HTTP (Prometheus text format) on host:port, and
+next to it pages for people (the machine map at /machine), built fresh per request."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+
+log = logging.getLogger(__name__)
+
+MACHINE_PATH = "/machine"
+
+# Builds one HTML page; called on a server thread for every request. RuntimeError
+# (the agent is starting or stopping) and ValueError (it cannot be drawn) become 503.
+PageProvider = Callable[[], str]
+_StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+_WSGIApp = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
 
 # How often the serving loop looks for a stop request: bounds how long stop() takes.
 POLL_S = 0.05
@@ -39,16 +52,48 @@ class _QuietHandler(WSGIRequestHandler):
         pass  # a scrape every few seconds is not news
 
 
-class MetricsServer:
-    """`/metrics` of `registry` on `address`, served by a thread until stop()."""
+def _with_pages(metrics: _WSGIApp, pages: Mapping[str, PageProvider]) -> _WSGIApp:
+    """`pages` by exact path, everything else to the Prometheus app."""
 
-    def __init__(self, address: str, registry: CollectorRegistry) -> None:
+    def app(environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+        provider = pages.get(environ.get("PATH_INFO", ""))
+        if provider is None:
+            return metrics(environ, start_response)
+        try:
+            body = provider().encode()
+            status, kind = "200 OK", "text/html; charset=utf-8"
+        except (RuntimeError, ValueError) as err:
+            log.warning("%s: %s", environ.get("PATH_INFO"), err)
+            body = f"{err}\n".encode()
+            status, kind = "503 Service Unavailable", "text/plain; charset=utf-8"
+        start_response(
+            status,
+            [
+                ("Content-Type", kind),
+                ("Content-Length", str(len(body))),
+                ("Cache-Control", "no-store"),  # a reload shows the agent as it is now
+            ],
+        )
+        return [body]
+
+    return app
+
+
+class MetricsServer:
+    """`/metrics` of `registry` on `address`, and each of `pages` (path -> page
+    provider) at its path, served by a thread until stop()."""
+
+    def __init__(
+        self,
+        address: str,
+        registry: CollectorRegistry,
+        pages: Mapping[str, PageProvider] | None = None,
+    ) -> None:
         host, port = split_address(address)
         server_class = _V6Server if ":" in host else _Server
+        app = _with_pages(make_wsgi_app(registry), dict(pages or {}))
         try:
-            self._server = make_server(
-                host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler
-            )
+            self._server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
         except OSError as err:
             raise MetricsServerError(
                 f"cannot serve metrics on {address}: {err.strerror or err}"

@@ -1,27 +1,22 @@
 """What a container asks for: CRI resource numbers, QoS and annotations made into a request.
 
-Pure functions: kubelet's encodings (cpu_shares, quota/period, cgroup parent)
-are decoded here once, and `classify` decides exclusive / shared / reserved.
+Pure functions: a container's CRI numbers become milliCPU once (with kubelet's
+encodings from agent.kubelet), and `classify` decides exclusive / shared / reserved.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.kubelet import quota_to_milli_cpu, shares_to_milli_cpu
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest
 from agent.workload import ContainerInfo, QoSClass
 
 PREFER_SHARED = "prefer-shared-cpus.cri-resource-manager.intel.com"
 PREFER_ISOLATED = "prefer-isolated-cpus.cri-resource-manager.intel.com"
-
-# kubelet's default CFS period, used when a quota arrives without one.
-DEFAULT_CPU_PERIOD = 100_000
-# kubelet sends cpu_shares=2 (its minimum) for a zero CPU request.
-MIN_SHARES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,42 +29,14 @@ class Resources:
     memory_limit_bytes: int = 0
 
 
-# systemd: kubepods-burstable-pod<uid>.slice, kubepods-pod<uid>.slice;
-# cgroupfs: /kubepods/burstable/pod<uid>, /kubepods/pod<uid>.
-_SYSTEMD_QOS = re.compile(r"kubepods(?:-(burstable|besteffort))?-pod[^/]*\.slice")
-_CGROUPFS_QOS = re.compile(r"/kubepods(?:/(burstable|besteffort))?/pod[^/]+/?$")
-
-
-def qos_from_cgroup_parent(cgroup_parent: str) -> QoSClass | None:
-    """The pod's QoS class from its cgroup parent (systemd or cgroupfs driver); None if unknown."""
-    path = cgroup_parent.strip()
-    last = path.rstrip("/").rsplit("/", 1)[-1]
-    match = _SYSTEMD_QOS.fullmatch(last)
-    if match is None:
-        match = _CGROUPFS_QOS.search(path)
-    if match is None:
-        return None
-    tier = match.group(1)
-    if tier == "burstable":
-        return QoSClass.BURSTABLE
-    if tier == "besteffort":
-        return QoSClass.BESTEFFORT
-    return QoSClass.GUARANTEED
-
-
 def milli_cpu_request(res: Resources) -> int:
     """CPU request in milliCPU from cpu_shares (kubelet: shares = milli * 1024 / 1000)."""
-    if res.cpu_shares <= MIN_SHARES:
-        return 0
-    return (res.cpu_shares * 1000 + 512) // 1024
+    return shares_to_milli_cpu(res.cpu_shares)
 
 
 def milli_cpu_limit(res: Resources) -> int:
     """CPU limit in milliCPU from cpu_quota / cpu_period; 0 = no limit."""
-    if res.cpu_quota <= 0:
-        return 0
-    period = res.cpu_period if res.cpu_period > 0 else DEFAULT_CPU_PERIOD
-    return (res.cpu_quota * 1000 + period // 2) // period
+    return quota_to_milli_cpu(res.cpu_quota, res.cpu_period)
 
 
 AffinityFn = Callable[[ContainerInfo], int]

@@ -1,2 +1,2 @@
-"""CRI runtimes the agent can sit in front of without containerd: the
-in-memory test double behind the tests and `simulate`."""
+"""CRI runtimes the agent can run against without containerd: the in-memory one
+behind `simulate` (and the tests), and the way to call it in-process."""

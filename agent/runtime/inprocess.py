@@ -14,13 +14,7 @@ import grpc
 from agent.relay.backend import BackendError
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Forward
-from agent.runtime.memory import (
-    IMAGE_METHODS,
-    RUNTIME_METHODS,
-    CallRecord,
-    MemoryRuntime,
-    RuntimeFault,
-)
+from agent.runtime.memory import IMAGE_METHODS, RUNTIME_METHODS, CallRefused, MemoryRuntime
 from proto import cri_pb2
 
 RUNTIME_PREFIX = "/runtime.v1.RuntimeService/"
@@ -29,14 +23,13 @@ IMAGE_PREFIX = "/runtime.v1.ImageService/"
 IN_PROCESS_ENDPOINT = Endpoint(Path("in-process-memory-runtime"))
 
 
-def _resolve(method: str) -> tuple[str, str]:
-    """(short rpc name, MemoryRuntime attribute) for a full CRI method name."""
+def _resolve(method: str) -> str:
+    """The short rpc name ("Version") of a full CRI method name the runtime implements."""
     for prefix, table in ((RUNTIME_PREFIX, RUNTIME_METHODS), (IMAGE_PREFIX, IMAGE_METHODS)):
         if method.startswith(prefix):
             rpc = method[len(prefix) :]
-            attr = table.get(rpc)
-            if attr is not None:
-                return rpc, attr
+            if rpc in table:
+                return rpc
     raise BackendError(
         method,
         IN_PROCESS_ENDPOINT,
@@ -48,15 +41,14 @@ def _resolve(method: str) -> tuple[str, str]:
 def dispatch(runtime: MemoryRuntime, method: str, request: bytes) -> bytes:
     """Parse `request` for the full CRI `method`, call the runtime, serialize the reply.
 
-    Calls are recorded in `runtime.calls` as the gRPC server records them, so
-    tests assert on what reached the runtime the same way in both modes.
+    Through `runtime.call`, the one way in, so a test runtime sees (records, fails)
+    these calls exactly as it sees calls served over gRPC.
     """
-    rpc, attr = _resolve(method)
+    rpc = _resolve(method)
     message: Any = getattr(cri_pb2, f"{rpc}Request").FromString(request)
-    runtime.record(CallRecord(rpc, message, (), None))
     try:
-        reply: Any = getattr(runtime, attr)(message)
-    except RuntimeFault as fault:
+        reply: Any = runtime.call(rpc, message)
+    except CallRefused as fault:
         raise BackendError(
             method, IN_PROCESS_ENDPOINT, fault.code, fault.details, fault.trailing_metadata
         ) from None

@@ -1,8 +1,10 @@
 """An in-memory CRI runtime: pods and containers as records, no processes.
 
-The test double behind the relay tests and the runtime behind `simulate`.
-Call it in-process (methods take and return cri_pb2 messages, failures raise
-`RuntimeFault`) or serve it over gRPC on a unix socket with `serve_memory_runtime`.
+The runtime behind `simulate` (and the tests): methods take and return cri_pb2
+messages, refusals raise `CallRefused`; `call` takes a call by its CRI name, as
+`agent.runtime.inprocess.dispatch` forwards it. It has no fault injection and
+records nothing: the tests' `devtools.fake_runtime.FaultyRuntime` adds that, and
+serves it over gRPC.
 """
 
 from __future__ import annotations
@@ -10,20 +12,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent import futures
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from agent.node.describe import merge_update
-from agent.relay.endpoint import Endpoint
-from proto import cri_pb2, cri_pb2_grpc
+from proto import cri_pb2
 
 Metadata = tuple[tuple[str, str | bytes], ...]
 
@@ -32,8 +30,33 @@ RUNTIME_VERSION = "0.1.0"
 CRI_API_VERSION = "v1"
 
 
-class RuntimeFault(Exception):
-    """A CRI call the runtime refuses; served as this gRPC status."""
+# CRI method name -> MemoryRuntime method, per service.
+RUNTIME_METHODS: dict[str, str] = {
+    "Version": "version",
+    "RunPodSandbox": "run_pod_sandbox",
+    "StopPodSandbox": "stop_pod_sandbox",
+    "RemovePodSandbox": "remove_pod_sandbox",
+    "PodSandboxStatus": "pod_sandbox_status",
+    "ListPodSandbox": "list_pod_sandbox",
+    "CreateContainer": "create_container",
+    "StartContainer": "start_container",
+    "StopContainer": "stop_container",
+    "RemoveContainer": "remove_container",
+    "ListContainers": "list_containers",
+    "ContainerStatus": "container_status",
+    "UpdateContainerResources": "update_container_resources",
+}
+IMAGE_METHODS: dict[str, str] = {
+    "ListImages": "list_images",
+    "ImageStatus": "image_status",
+    "PullImage": "pull_image",
+    "RemoveImage": "remove_image",
+}
+
+
+class CallRefused(Exception):
+    """A CRI call the runtime refuses (an unknown id, a container not running);
+    the gRPC status a served runtime answers with."""
 
     def __init__(
         self, code: grpc.StatusCode, details: str, trailing_metadata: Metadata = ()
@@ -42,16 +65,6 @@ class RuntimeFault(Exception):
         self.code = code
         self.details = details
         self.trailing_metadata = trailing_metadata
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One call the runtime served over gRPC: what the relay actually sent."""
-
-    method: str
-    request: Any
-    metadata: Metadata
-    time_remaining: float | None
 
 
 @dataclass(slots=True)
@@ -77,21 +90,6 @@ class _Container:
     pid: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """A call held inside the runtime: `entered` is set when it arrives, and it
-    proceeds once `release` is set (a slow runtime, for tests of calls in flight)."""
-
-    entered: threading.Event = field(default_factory=threading.Event)
-    release: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass(slots=True)
-class _Faults:
-    pending: dict[str, list[RuntimeFault]] = field(default_factory=dict)
-    gates: dict[str, list[Gate]] = field(default_factory=dict)
-
-
 def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
@@ -108,52 +106,21 @@ class MemoryRuntime:
         self._events: list[cri_pb2.ContainerEventResponse] = []
         self._ids = itertools.count(1)
         self._pids = itertools.count(1000)
-        self._faults = _Faults()
-        self.calls: list[CallRecord] = []
 
-    # ------------------------------------------------------------- test controls
+    def call(self, method: str, request: Any) -> Any:
+        """One call by its CRI name ("CreateContainer"), as a relay forwards it."""
+        attr = RUNTIME_METHODS.get(method) or IMAGE_METHODS.get(method)
+        if attr is None:
+            raise CallRefused(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
+        return getattr(self, attr)(request)
 
-    def fail_next(
-        self,
-        method: str,
-        code: grpc.StatusCode,
-        details: str = "injected failure",
-        trailing_metadata: Metadata = (),
-    ) -> None:
-        """Make the next call of `method` (e.g. "CreateContainer") fail with `code`."""
-        with self._lock:
-            self._faults.pending.setdefault(method, []).append(
-                RuntimeFault(code, details, trailing_metadata)
-            )
-
-    def hold_next(self, method: str) -> Gate:
-        """Hold the next call of `method` until the returned gate is released."""
-        gate = Gate()
-        with self._lock:
-            self._faults.gates.setdefault(method, []).append(gate)
-        return gate
+    # ------------------------------------------------------------- what happens on the node
 
     def exit_container(self, container_id: str, exit_code: int = 0) -> None:
         """The container's process ended on its own (an init container finishing)."""
         with self._lock:
             ctr = self._container(container_id)
             self._finish(ctr, exit_code)
-
-    def record(self, record: CallRecord) -> None:
-        with self._lock:
-            self.calls.append(record)
-
-    def _take_fault(self, method: str) -> None:
-        with self._lock:
-            queue = self._faults.pending.get(method)
-            fault = queue.pop(0) if queue else None
-            gates = self._faults.gates.get(method)
-            gate = gates.pop(0) if gates else None
-        if gate is not None:
-            gate.entered.set()
-            gate.release.wait()
-        if fault is not None:
-            raise fault
 
     # ------------------------------------------------------------- helpers (lock held)
 
@@ -165,13 +132,13 @@ class MemoryRuntime:
     def _sandbox(self, pod_id: str) -> _Sandbox:
         sandbox = self._sandboxes.get(pod_id)
         if sandbox is None:
-            raise RuntimeFault(grpc.StatusCode.NOT_FOUND, f"pod sandbox {pod_id!r} not found")
+            raise CallRefused(grpc.StatusCode.NOT_FOUND, f"pod sandbox {pod_id!r} not found")
         return sandbox
 
     def _container(self, container_id: str) -> _Container:
         ctr = self._containers.get(container_id)
         if ctr is None:
-            raise RuntimeFault(grpc.StatusCode.NOT_FOUND, f"container {container_id!r} not found")
+            raise CallRefused(grpc.StatusCode.NOT_FOUND, f"container {container_id!r} not found")
         return ctr
 
     def _emit(self, container_id: str, kind: cri_pb2.ContainerEventType) -> None:
@@ -207,7 +174,6 @@ class MemoryRuntime:
     # ------------------------------------------------------------- RuntimeService
 
     def version(self, request: cri_pb2.VersionRequest) -> cri_pb2.VersionResponse:
-        self._take_fault("Version")
         return cri_pb2.VersionResponse(
             version="0.1.0",
             runtime_name=RUNTIME_NAME,
@@ -218,7 +184,6 @@ class MemoryRuntime:
     def run_pod_sandbox(
         self, request: cri_pb2.RunPodSandboxRequest
     ) -> cri_pb2.RunPodSandboxResponse:
-        self._take_fault("RunPodSandbox")
         with self._lock:
             pod_id = self._new_id("pod")
             self._sandboxes[pod_id] = _Sandbox(
@@ -229,7 +194,6 @@ class MemoryRuntime:
     def stop_pod_sandbox(
         self, request: cri_pb2.StopPodSandboxRequest
     ) -> cri_pb2.StopPodSandboxResponse:
-        self._take_fault("StopPodSandbox")
         with self._lock:
             sandbox = self._sandbox(request.pod_sandbox_id)
             for ctr in self._containers.values():
@@ -241,7 +205,6 @@ class MemoryRuntime:
     def remove_pod_sandbox(
         self, request: cri_pb2.RemovePodSandboxRequest
     ) -> cri_pb2.RemovePodSandboxResponse:
-        self._take_fault("RemovePodSandbox")
         with self._lock:
             # Removing what is already gone succeeds, as in containerd.
             if self._sandboxes.pop(request.pod_sandbox_id, None) is not None:
@@ -256,7 +219,6 @@ class MemoryRuntime:
     def pod_sandbox_status(
         self, request: cri_pb2.PodSandboxStatusRequest
     ) -> cri_pb2.PodSandboxStatusResponse:
-        self._take_fault("PodSandboxStatus")
         with self._lock:
             sb = self._sandbox(request.pod_sandbox_id)
             status = cri_pb2.PodSandboxStatus(
@@ -273,7 +235,6 @@ class MemoryRuntime:
     def list_pod_sandbox(
         self, request: cri_pb2.ListPodSandboxRequest
     ) -> cri_pb2.ListPodSandboxResponse:
-        self._take_fault("ListPodSandbox")
         flt = request.filter
         with self._lock:
             items = [
@@ -296,11 +257,10 @@ class MemoryRuntime:
     def create_container(
         self, request: cri_pb2.CreateContainerRequest
     ) -> cri_pb2.CreateContainerResponse:
-        self._take_fault("CreateContainer")
         with self._lock:
             sandbox = self._sandbox(request.pod_sandbox_id)
             if sandbox.state != cri_pb2.SANDBOX_READY:
-                raise RuntimeFault(
+                raise CallRefused(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"pod sandbox {sandbox.id!r} is not ready",
                 )
@@ -316,11 +276,10 @@ class MemoryRuntime:
     def start_container(
         self, request: cri_pb2.StartContainerRequest
     ) -> cri_pb2.StartContainerResponse:
-        self._take_fault("StartContainer")
         with self._lock:
             ctr = self._container(request.container_id)
             if ctr.state != cri_pb2.CONTAINER_CREATED:
-                raise RuntimeFault(
+                raise CallRefused(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"container {ctr.id!r} is in state "
                     f"{cri_pb2.ContainerState.Name(ctr.state)}, not CONTAINER_CREATED",
@@ -334,7 +293,6 @@ class MemoryRuntime:
     def stop_container(
         self, request: cri_pb2.StopContainerRequest
     ) -> cri_pb2.StopContainerResponse:
-        self._take_fault("StopContainer")
         with self._lock:
             self._finish(self._container(request.container_id), 137)
         return cri_pb2.StopContainerResponse()
@@ -342,7 +300,6 @@ class MemoryRuntime:
     def remove_container(
         self, request: cri_pb2.RemoveContainerRequest
     ) -> cri_pb2.RemoveContainerResponse:
-        self._take_fault("RemoveContainer")
         with self._lock:
             ctr = self._containers.pop(request.container_id, None)
             if ctr is not None:
@@ -352,7 +309,6 @@ class MemoryRuntime:
     def list_containers(
         self, request: cri_pb2.ListContainersRequest
     ) -> cri_pb2.ListContainersResponse:
-        self._take_fault("ListContainers")
         flt = request.filter
         with self._lock:
             containers = [
@@ -368,7 +324,6 @@ class MemoryRuntime:
     def container_status(
         self, request: cri_pb2.ContainerStatusRequest
     ) -> cri_pb2.ContainerStatusResponse:
-        self._take_fault("ContainerStatus")
         with self._lock:
             ctr = self._container(request.container_id)
             status = cri_pb2.ContainerStatus(
@@ -396,11 +351,10 @@ class MemoryRuntime:
     def update_container_resources(
         self, request: cri_pb2.UpdateContainerResourcesRequest
     ) -> cri_pb2.UpdateContainerResourcesResponse:
-        self._take_fault("UpdateContainerResources")
         with self._lock:
             ctr = self._container(request.container_id)
             if ctr.state not in (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING):
-                raise RuntimeFault(
+                raise CallRefused(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"container {ctr.id!r} is in state {cri_pb2.ContainerState.Name(ctr.state)}",
                 )
@@ -415,7 +369,6 @@ class MemoryRuntime:
         Replaying history (unlike a real runtime) lets a test read a known
         number of events without racing the calls that cause them.
         """
-        self._take_fault("GetContainerEvents")
         sent = 0
         while True:
             with self._lock:
@@ -436,19 +389,16 @@ class MemoryRuntime:
     # ------------------------------------------------------------- ImageService
 
     def list_images(self, request: cri_pb2.ListImagesRequest) -> cri_pb2.ListImagesResponse:
-        self._take_fault("ListImages")
         with self._lock:
             return cri_pb2.ListImagesResponse(images=list(self._images.values()))
 
     def image_status(self, request: cri_pb2.ImageStatusRequest) -> cri_pb2.ImageStatusResponse:
-        self._take_fault("ImageStatus")
         with self._lock:
             image = self._images.get(request.image.image)
         # CRI: an unknown image is an empty response, not an error.
         return cri_pb2.ImageStatusResponse(image=image) if image else cri_pb2.ImageStatusResponse()
 
     def pull_image(self, request: cri_pb2.PullImageRequest) -> cri_pb2.PullImageResponse:
-        self._take_fault("PullImage")
         name = request.image.image
         ref = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
         with self._lock:
@@ -456,118 +406,6 @@ class MemoryRuntime:
         return cri_pb2.PullImageResponse(image_ref=ref)
 
     def remove_image(self, request: cri_pb2.RemoveImageRequest) -> cri_pb2.RemoveImageResponse:
-        self._take_fault("RemoveImage")
         with self._lock:
             self._images.pop(request.image.image, None)
         return cri_pb2.RemoveImageResponse()
-
-
-# --------------------------------------------------------------------------- gRPC serving
-
-
-RUNTIME_METHODS: dict[str, str] = {
-    "Version": "version",
-    "RunPodSandbox": "run_pod_sandbox",
-    "StopPodSandbox": "stop_pod_sandbox",
-    "RemovePodSandbox": "remove_pod_sandbox",
-    "PodSandboxStatus": "pod_sandbox_status",
-    "ListPodSandbox": "list_pod_sandbox",
-    "CreateContainer": "create_container",
-    "StartContainer": "start_container",
-    "StopContainer": "stop_container",
-    "RemoveContainer": "remove_container",
-    "ListContainers": "list_containers",
-    "ContainerStatus": "container_status",
-    "UpdateContainerResources": "update_container_resources",
-}
-IMAGE_METHODS: dict[str, str] = {
-    "ListImages": "list_images",
-    "ImageStatus": "image_status",
-    "PullImage": "pull_image",
-    "RemoveImage": "remove_image",
-}
-
-
-def _unary(
-    runtime: MemoryRuntime, method: str, impl: Callable[[Any], Any]
-) -> Callable[[Any, grpc.ServicerContext], Any]:
-    def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        runtime.record(
-            CallRecord(
-                method,
-                request,
-                tuple(context.invocation_metadata()),
-                context.time_remaining(),
-            )
-        )
-        try:
-            return impl(request)
-        except RuntimeFault as fault:
-            context.set_trailing_metadata(fault.trailing_metadata)
-            context.abort(fault.code, fault.details)
-
-    return handle
-
-
-class _RuntimeServicer(cri_pb2_grpc.RuntimeServiceServicer):
-    def __init__(self, runtime: MemoryRuntime) -> None:
-        self._runtime = runtime
-        for rpc, attr in RUNTIME_METHODS.items():
-            setattr(self, rpc, _unary(runtime, rpc, getattr(runtime, attr)))
-
-    def GetContainerEvents(
-        self, request: cri_pb2.GetEventsRequest, context: grpc.ServicerContext
-    ) -> Iterator[cri_pb2.ContainerEventResponse]:
-        runtime = self._runtime
-        runtime.record(
-            CallRecord(
-                "GetContainerEvents",
-                request,
-                tuple(context.invocation_metadata()),
-                context.time_remaining(),
-            )
-        )
-        cancelled = threading.Event()
-
-        def on_done() -> None:
-            cancelled.set()
-            runtime.wake_event_streams()
-
-        context.add_callback(on_done)
-        try:
-            yield from runtime.get_container_events(request, cancelled)
-        except RuntimeFault as fault:
-            context.set_trailing_metadata(fault.trailing_metadata)
-            context.abort(fault.code, fault.details)
-
-
-class _ImageServicer(cri_pb2_grpc.ImageServiceServicer):
-    def __init__(self, runtime: MemoryRuntime) -> None:
-        for rpc, attr in IMAGE_METHODS.items():
-            setattr(self, rpc, _unary(runtime, rpc, getattr(runtime, attr)))
-
-
-def serve_memory_runtime(
-    path: str | Path,
-    runtime: MemoryRuntime | None = None,
-    extra_handlers: Sequence[grpc.GenericRpcHandler] = (),
-    max_workers: int = 16,
-) -> tuple[grpc.Server, MemoryRuntime]:
-    """Serve `runtime` (a new one if None) on the unix socket `path`; started.
-
-    `extra_handlers` lets a test add methods the runtime does not implement
-    (a CRI method from the future). Stop the server with `server.stop(grace)`.
-    """
-    runtime = runtime or MemoryRuntime()
-    endpoint = Endpoint.parse(str(path))
-    endpoint.path.parent.mkdir(parents=True, exist_ok=True)
-    if endpoint.path.exists():
-        os.unlink(endpoint.path)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
-    cri_pb2_grpc.add_RuntimeServiceServicer_to_server(_RuntimeServicer(runtime), server)  # type: ignore[no-untyped-call]
-    cri_pb2_grpc.add_ImageServiceServicer_to_server(_ImageServicer(runtime), server)  # type: ignore[no-untyped-call]
-    handlers: Iterable[grpc.GenericRpcHandler] = extra_handlers
-    server.add_generic_rpc_handlers(tuple(handlers))
-    server.add_insecure_port(endpoint.target)
-    server.start()
-    return server, runtime

@@ -1,6 +1,6 @@
 """Replaying a scenario's events through the node agent's CRI handlers, as kubelet would.
 
-Requests are built by agent.criclient's kubelet builders, serialized, and given to
+Requests are built by agent.kubelet's builders, serialized, and given to
 the same handlers the relay uses, whose `forward` is the in-memory runtime; the
 final cpusets are read back from the runtime, so they show what reached it.
 """
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from agent.criclient import (
+from agent.kubelet import (
     POD_NAME_LABEL,
     POD_NAMESPACE_LABEL,
     kubelet_container_config,
@@ -24,7 +24,7 @@ from agent.criclient import (
 from agent.node.agent import NodeAgent, Placement
 from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess
-from agent.policy.policy import Decision
+from agent.policy.policy import Decision, PoolCapacity
 from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
 from agent.runtime.inprocess import dispatch, in_process_forward
@@ -96,6 +96,9 @@ class SimulationResult:
     containers: tuple[RunningContainer, ...]
     errors: tuple[Refusal, ...]
     decisions: tuple[Explained, ...]
+    # The agent's books at the end (for the machine map: the status document's input).
+    placements: tuple[Placement, ...] = ()
+    capacity: tuple[PoolCapacity, ...] = ()
 
 
 def simulate_file(path: str | Path) -> SimulationResult:
@@ -153,7 +156,8 @@ def run_scenario(
                     kubelet.handlers = agent.handlers()
                     continue
                 kubelet.play(scenario, event, f"{scenario.source}: events[{index}]")
-            placements = {p.container_id: p for p in agent.placements()}
+            books, capacity = agent.placements_and_capacity()
+            placements = {p.container_id: p for p in books}
         finally:
             agent.close()
     return SimulationResult(
@@ -162,6 +166,8 @@ def run_scenario(
         _running(runtime, placements),
         tuple(kubelet.refusals),
         tuple(decisions),
+        tuple(books),
+        capacity,
     )
 
 

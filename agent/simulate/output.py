@@ -1,4 +1,5 @@
-"""What `simulate` prints: the documented JSON shape, or a table and the machine tree.
+"""What `simulate` prints: the documented JSON shape, or a table and the machine tree,
+and the machine map (HTML) of the agent's books at the end.
 
 Pure functions of a SimulationResult; each running container is shown under
 the smallest part of the machine (NUMA node, die, socket, machine) its CPUs fit in.
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.introspect.document import machine_document
+from agent.introspect.machine_map import render_machine_map
 from agent.simulate.driver import RunningContainer, SimulationResult
 from topology.cpuset import CPUSet
 from topology.render import format_bytes
@@ -43,6 +46,26 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
             for e in result.errors
         ],
     }
+
+
+def to_html(result: SimulationResult) -> str:
+    """The machine map of the agent's books after the scenario's events, drawn from
+    the same document `numa-agent status` gets from a running agent (less `agent`)."""
+    doc = machine_document(
+        result.machine,
+        result.scenario.config.reserved_cpus,
+        result.placements,
+        result.capacity,
+    )
+    notes = [
+        f"refused {e.namespace}/{e.pod}/{e.name}: {e.code}: {e.message}" for e in result.errors
+    ]
+    return render_machine_map(
+        doc,
+        source=f"scenario {result.scenario.source}",
+        description=" ".join(result.scenario.description.split()),
+        notes=notes,
+    )
 
 
 def render_explanations(result: SimulationResult) -> str:

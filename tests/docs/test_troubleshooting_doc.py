@@ -21,9 +21,9 @@ import yaml
 
 from agent.cli import main
 from agent.config import AgentConfig
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
 from agent.daemon import Daemon, StartupError, wait_for_runtime
 from agent.introspect.client import StatusError, fetch_status
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.config import PolicyConfig
@@ -31,12 +31,13 @@ from agent.relay import listen
 from agent.relay.hooks import HookAbort
 from agent.relay.server import RelayServer
 from agent.runtime.inprocess import in_process_forward
-from agent.runtime.memory import MemoryRuntime
 from agent.simulate.driver import run_scenario
 from agent.simulate.scenario import parse_scenario
 from agent.state import StateStore
 from agent.state.lock import StateDirLock
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import FaultyRuntime
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
 from topology.fakesysfs import write_shape
@@ -97,7 +98,7 @@ def refusals(machine: Machine) -> list[str]:
 
 def aborted(machine: Machine) -> list[str]:
     """A kubelet retry arriving while the first create is still at the runtime."""
-    runtime = MemoryRuntime()
+    runtime = FaultyRuntime()
     agent = NodeAgent(machine, PolicyConfig(), InProcessRuntimeAccess(runtime))
     handlers = agent.handlers()
     pod = kubelet_pod_config("p", "default", "uid-1", qos=QoSClass.BURSTABLE)
@@ -194,7 +195,7 @@ def logged(caplog: pytest.LogCaptureFixture, tmp_path: Path, machine: Machine) -
         bad = tmp_path / "bad.yaml"
         bad.write_text("log_level: shout\n")
         Daemon(AgentConfig(), config_path=str(bad)).reload()
-        runtime = MemoryRuntime()
+        runtime = FaultyRuntime()
         agent = NodeAgent(machine, PolicyConfig(), InProcessRuntimeAccess(runtime))
         kubelet = InProcessKubelet(agent, runtime)
         start_pod(kubelet, "batch", QoSClass.BESTEFFORT, 0)

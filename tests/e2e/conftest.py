@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.containerd_env import PodRunner, PrivateContainerd, missing_prerequisites
-from agent.criclient import CRIClient
+from devtools.containerd import PrivateContainerd, missing_prerequisites
+from devtools.criclient import CRIClient
+from devtools.pods import PodRunner
 
 
 def require_containerd() -> None:

@@ -15,10 +15,11 @@ import grpc
 import pytest
 
 from agent.config import AgentConfig
-from agent.containerd_env import PrivateContainerd
-from agent.criclient import CRIClient, CRIError, kubelet_container_config
 from agent.daemon import Daemon
+from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd
+from devtools.criclient import CRIClient, CRIError
 from tests.e2e.conftest import Pods
 from topology.cpuset import CPUSet
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.containerd_env import PrivateContainerd, read_proc_status, remove_cgroup
-from agent.criclient import kubelet_container_config
+from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd, read_proc_status
+from devtools.pods import remove_cgroup
 from proto import cri_pb2
 
 from .conftest import Pods, require_containerd

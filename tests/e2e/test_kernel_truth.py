@@ -7,6 +7,8 @@
 - A partial UpdateContainerResources (crictl update --memory) keeps an exclusive
   container exclusive.
 - A cpuset changed behind the agent's back is repaired by the periodic reconcile.
+- A create whose caller gave up (containerd paused mid-create) keeps its CPU from
+  others, and the container containerd finishes anyway is tracked on a relist.
 
 Every check reads /proc/<pid>/status of the container's process. Needs root and
 containerd (CI installs them).
@@ -15,6 +17,8 @@ containerd (CI installs them).
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -24,10 +28,11 @@ import grpc
 import pytest
 
 from agent.config import AgentConfig
-from agent.containerd_env import PrivateContainerd
-from agent.criclient import CRIClient, CRIError, kubelet_container_config
 from agent.daemon import Daemon
+from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.e2e.conftest import Pods
 from topology.cpuset import CPUSet
@@ -186,3 +191,55 @@ def test_a_cpuset_changed_behind_the_agents_back_is_repaired_within_a_period(
         assert time.monotonic() < deadline, "not repaired within 10 s at a 0.5 s period"
         time.sleep(0.1)
     assert kernel(containerd, batch).isdisjoint(own)
+
+
+def test_a_create_whose_caller_gave_up_keeps_its_cpu_from_others(
+    containerd: PrivateContainerd, make_agent: AgentFactory
+) -> None:
+    """containerd is paused while it creates a container; kubelet's deadline passes and
+    it hears DEADLINE_EXCEEDED; containerd, resumed, finishes the create with the CPU the
+    agent wrote. That CPU must not go to anyone else, and a relist tracks the container."""
+    daemon, pods = make_agent()
+    pod = pods.pod_config("late", qos=QoSClass.GUARANTEED)
+    sandbox = pods.run(pod)
+    config = kubelet_container_config(
+        pod, "app", 1000, 1000, 64 << 20, image=containerd.image, command=["/bin/sleep", "3600"]
+    )
+    impatient = CRIClient(daemon.config.listen, timeout=1.0)
+    pid = containerd.pid
+    assert pid is not None
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            call = pool.submit(impatient.create_container, sandbox, config, pod)
+            # Once the agent has placed it (its CPU is exclusive), containerd stops.
+            deadline = time.monotonic() + 5
+            while not any(len(c.exclusive) for c in daemon.node.capacity()):  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, "the create never reached the agent"
+                time.sleep(0.001)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(CRIError) as late:
+                    call.result(10)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        impatient.close()
+    direct = containerd.client()
+    deadline = time.monotonic() + 15
+    while not (made := [c for c in direct.list_containers() if c.pod_sandbox_id == sandbox]):
+        assert time.monotonic() < deadline, "containerd never finished the create"
+        time.sleep(0.05)
+    (late_container,) = made
+    held = CPUSet.parse(
+        direct.container_status(late_container.id).status.resources.linux.cpuset_cpus
+    )
+    assert len(held) == 1
+    # Someone else comes: not on the CPU the late container holds.
+    _, batch = create(pods, "batch", QoSClass.BESTEFFORT, 0)
+    pods.client.start_container(batch)
+    settle(daemon)
+    assert kernel(containerd, batch).isdisjoint(held)
+    # kubelet's relist, through the agent: the container is tracked where it was made.
+    pods.client.list_containers()
+    assert wanted(daemon, late_container.id) == held

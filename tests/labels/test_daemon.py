@@ -16,12 +16,13 @@ import yaml
 
 from agent.cli import main
 from agent.config import resolve_config
-from agent.criclient import CRIClient, kubelet_container_config, kubelet_pod_config
 from agent.daemon import Daemon
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.labels.nfd import parse_feature_file
 from agent.labels.node import PHYSICAL_HOST
-from agent.runtime.memory import serve_memory_runtime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient
+from devtools.fake_runtime import serve_memory_runtime
 from topology.cpuset import CPUSet
 from topology.tree import Machine
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
 from agent.introspect.document import AgentInfo, status_document
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.labels.nrt import cpu_quantity, memory_quantity, node_resource_topology
 from agent.labels.usage import NodeUse, UsageError, node_memory, node_use, split
 from agent.node.agent import NodeAgent

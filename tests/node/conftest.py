@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import grpc
 import pytest
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import GrpcRuntimeAccess, InProcessRuntimeAccess
@@ -23,9 +23,11 @@ from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
 from agent.relay.server import RelayServer
 from agent.runtime.inprocess import in_process_forward
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.state.store import StateStore
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import FaultyRuntime as MemoryRuntime
+from devtools.fake_runtime import serve_memory_runtime
 from proto import cri_pb2
 from topology.tree import Machine
 

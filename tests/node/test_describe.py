@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.criclient import kubelet_container_resources, kubelet_pod_config
+from agent.kubelet import kubelet_container_resources, kubelet_pod_config
 from agent.node.describe import (
     container_pod,
     pod_from_config,

@@ -3,12 +3,19 @@ exclusive CPUs, updates to other containers, affinity, refusals, runtime failure
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
 from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
-from agent.criclient import CRIError, kubelet_container_resources
+from agent.kubelet import (
+    kubelet_container_config,
+    kubelet_container_resources,
+    kubelet_pod_config,
+)
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
 from topology.cpuset import CPUSet
@@ -254,7 +261,7 @@ def test_pod_sandbox_stop_releases_its_containers(
 
 
 def test_rewritten_create_keeps_fields_the_agent_does_not_declare(make_node: NodeFactory) -> None:
-    from agent.criclient import kubelet_container_config
+    from agent.kubelet import kubelet_container_config
     from agent.node.agent import CREATE_CONTAINER
     from agent.runtime.inprocess import in_process_forward
 
@@ -303,3 +310,95 @@ def test_a_partial_update_keeps_the_container_exclusive(make_node: NodeFactory, 
     _, other = node.guaranteed("other", 2)
     node.settle()
     assert CPUSet.parse(node.cpus(other)).isdisjoint(CPUSet.parse(own))
+
+
+def test_a_create_that_times_out_keeps_its_cpus_until_the_runtime_answers(
+    make_node: NodeFactory,
+) -> None:
+    """kubelet's deadline passes while the runtime is still creating the container; the
+    runtime then finishes it with the cpuset the agent wrote. Its CPUs must stay taken
+    (the next Guaranteed container gets others), and a relist tracks it."""
+    node = make_node("desktop-1s-4c-ht", "grpc")
+    assert isinstance(node.kubelet, CRIClient)
+    gate = node.runtime.hold_next("CreateContainer")
+    sandbox = node.pod("db", QoSClass.GUARANTEED)
+    node.kubelet.timeout = 0.5
+    with pytest.raises(CRIError) as late:
+        node.container(sandbox, "db", 2000, 2000, memory=GI, start=False)
+    assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    node.kubelet.timeout = 5
+    assert gate.entered.is_set()
+    gate.release.set()
+    # The runtime finishes the create on its own: a container kubelet never heard of.
+    deadline = time.monotonic() + 5
+    while not (
+        created := list(node.runtime.list_containers(cri_pb2.ListContainersRequest()).containers)
+    ):
+        assert time.monotonic() < deadline, "the runtime never finished the held create"
+        time.sleep(0.01)
+    assert len(created) == 1
+    db = created[0].id
+    held = CPUSet.parse(node.cpus(db))
+    assert len(held) == 2
+    _, other = node.guaranteed("other", 1)
+    assert CPUSet.parse(node.cpus(other)).isdisjoint(held)
+    # kubelet's relist (through the agent) shows it: the agent tracks it where it runs.
+    node.kubelet.list_containers()
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert db in placed and placed[db].exclusive and CPUSet.parse(placed[db].cpuset_cpus) == held
+
+
+def test_a_retried_create_reuses_the_cpus_of_the_one_that_gave_no_answer(
+    make_node: NodeFactory,
+) -> None:
+    node = make_node("desktop-1s-4c-ht", "grpc")
+    assert isinstance(node.kubelet, CRIClient)
+    node.runtime.fail_next("CreateContainer", grpc.StatusCode.DEADLINE_EXCEEDED, "slow disk")
+    sandbox = node.pod("db", QoSClass.GUARANTEED)
+    with pytest.raises(CRIError):
+        node.container(sandbox, "db", 2000, 2000, memory=GI, start=False)
+    reserved = {p.pool for p in node.agent.placements()}
+    assert reserved == set()  # not a container yet, but its CPUs are held:
+    _, other = node.guaranteed("other", 1)
+    # kubelet retries the same container: it gets the CPUs the first attempt was given.
+    db = node.container(sandbox, "db", 2000, 2000, memory=GI)
+    assert CPUSet.parse(node.cpus(db)).isdisjoint(CPUSet.parse(node.cpus(other)))
+    first = node.calls("CreateContainer")[0].config.linux.resources.cpuset_cpus
+    assert node.cpus(db) == first
+
+
+def test_a_container_created_behind_the_agents_back_is_adopted_on_a_relist(
+    make_node: NodeFactory,
+) -> None:
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    batch = node.container(node.pod("batch"), "batch")
+    # Straight at the runtime: a Guaranteed container on CPUs 1 and 5 (core 1).
+    pod = kubelet_pod_config("sneaky", "default", "uid-sneaky", qos=QoSClass.GUARANTEED)
+    sandbox = node.runtime.run_pod_sandbox(cri_pb2.RunPodSandboxRequest(config=pod)).pod_sandbox_id
+    config = kubelet_container_config(pod, "sneaky", 2000, 2000, GI, cpuset_cpus="1,5")
+    sneaky = node.runtime.create_container(
+        cri_pb2.CreateContainerRequest(pod_sandbox_id=sandbox, config=config, sandbox_config=pod)
+    ).container_id
+    node.kubelet.list_containers()
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert placed[sneaky].exclusive and placed[sneaky].cpuset_cpus == "1,5"
+    assert CPUSet.parse(node.cpus(batch)).isdisjoint(CPUSet.parse("1,5"))
+    _, other = node.guaranteed("other", 2)
+    assert CPUSet.parse(node.cpus(other)).isdisjoint(CPUSet.parse("1,5"))
+
+
+def test_a_create_that_gave_no_answer_and_made_nothing_frees_its_cpus(
+    make_node: NodeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = make_node("desktop-1s-4c-ht", "inprocess")
+    node.runtime.fail_next("CreateContainer", grpc.StatusCode.CANCELLED, "kubelet went away")
+    sandbox = node.pod("db", QoSClass.GUARANTEED)
+    with pytest.raises(CRIError):
+        node.container(sandbox, "db", 2000, 2000, memory=GI, start=False)
+    held = node.agent.capacity()[0].exclusive
+    assert len(held) == 2
+    node.kubelet.list_containers()  # within the grace period: still held
+    assert node.agent.capacity()[0].exclusive == held
+    monkeypatch.setattr("agent.node.agent.CREATE_GRACE_S", 0.0)
+    node.kubelet.list_containers()  # a complete listing without it, after the grace period
+    assert not node.agent.capacity()[0].exclusive

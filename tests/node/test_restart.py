@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import Placement
 from agent.workload import QoSClass
 from proto import cri_pb2

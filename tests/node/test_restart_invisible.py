@@ -20,12 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.criclient import (
-    CRIError,
-    kubelet_container_config,
-    kubelet_container_resources,
-    kubelet_pod_config,
-)
+from agent.kubelet import kubelet_container_config, kubelet_container_resources, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess
@@ -33,6 +28,7 @@ from agent.policy.config import PolicyConfig
 from agent.runtime.memory import MemoryRuntime
 from agent.state.store import StateStore
 from agent.workload import QoSClass
+from devtools.criclient import CRIError
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
 from topology.fakesysfs import SHAPES

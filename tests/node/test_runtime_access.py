@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.runtime_access import (
     GrpcRuntimeAccess,
     InProcessRuntimeAccess,
@@ -17,7 +17,8 @@ from agent.node.runtime_access import (
 )
 from agent.relay.backend import BackendError
 from agent.runtime.inprocess import dispatch
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
+from devtools.fake_runtime import FaultyRuntime as MemoryRuntime
+from devtools.fake_runtime import serve_memory_runtime
 from proto import cri_pb2
 
 

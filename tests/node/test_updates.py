@@ -111,7 +111,7 @@ def test_cpuset_changed_while_create_in_flight_is_sent_after(make_node: NodeFact
         g.append(node.container(g_pod, "db", 2000, 2000))
         return forward(request)
 
-    from agent.criclient import kubelet_container_config
+    from agent.kubelet import kubelet_container_config
 
     config = kubelet_container_config(node.pods[be_pod], "batch")
     request = cri_pb2.CreateContainerRequest(
@@ -137,7 +137,7 @@ def test_decisions_do_not_hold_the_lock_during_forward(make_node: NodeFactory) -
         assert release.wait(5.0)
         return forward(request)
 
-    from agent.criclient import kubelet_container_config
+    from agent.kubelet import kubelet_container_config
 
     a_pod, b_pod = node.pod("a"), node.pod("b")
     config = kubelet_container_config(node.pods[a_pod], "a")
@@ -162,7 +162,8 @@ def test_failed_kubelet_resize_leaves_the_move_owed(make_node: NodeFactory) -> N
     _, g = node.guaranteed("db", 2)
     before = node.cpus(g)
     node.runtime.fail_next("UpdateContainerResources", grpc.StatusCode.UNAVAILABLE, "busy")
-    from agent.criclient import CRIError, kubelet_container_resources
+    from agent.kubelet import kubelet_container_resources
+    from devtools.criclient import CRIError
 
     with pytest.raises(CRIError) as err:
         node.kubelet.update_container_resources(g, kubelet_container_resources(4000, 4000, 1 << 30))

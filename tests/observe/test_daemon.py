@@ -21,12 +21,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.cli import main
 from agent.config import AgentConfig
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
 from agent.daemon import Daemon
 from agent.introspect.server import status_socket_path
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.policy.config import PolicyConfig
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 
@@ -38,7 +39,7 @@ EVENTS = "/runtime.v1.RuntimeService/GetContainerEvents"
 class Running:
     daemon: Daemon
     listen: Path
-    runtime: MemoryRuntime
+    runtime: FaultyRuntime
 
     def scrape(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample of the metrics endpoint: (name, sorted labels) -> value."""

@@ -9,9 +9,9 @@ import grpc
 import pytest
 
 from agent.affinity import ANNOTATION_AFFINITY
-from agent.criclient import CRIError
 from agent.logs import JsonFormatter, TextFormatter
 from agent.workload import QoSClass
+from devtools.criclient import CRIError
 from tests.observe.conftest import LocalNode
 
 AGENT_LOGGER = "agent.node.agent"

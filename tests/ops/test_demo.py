@@ -11,7 +11,7 @@ from topology.cpuset import CPUSet
 
 def test_demo_moves_the_besteffort_container_off_the_exclusive_cpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agent.demo"], capture_output=True, text=True, timeout=240
+        [sys.executable, "-m", "devtools.demo"], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -20,9 +20,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 
@@ -58,7 +59,7 @@ class AgentProcess:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path) -> Iterator[tuple[str, MemoryRuntime]]:
+def runtime(tmp_path: Path) -> Iterator[tuple[str, FaultyRuntime]]:
     path = tmp_path / "runtime.sock"
     server, runtime = serve_memory_runtime(path)
     yield f"unix://{path}", runtime
@@ -103,7 +104,7 @@ def guaranteed_pod(client: CRIClient, name: str, cpus: int) -> str:
     return container
 
 
-def test_serves_signals_and_keeps_state(tmp_path: Path, runtime: tuple[str, MemoryRuntime]) -> None:
+def test_serves_signals_and_keeps_state(tmp_path: Path, runtime: tuple[str, FaultyRuntime]) -> None:
     endpoint, _ = runtime
     agent = start_agent(tmp_path, endpoint)
     agent.wait_message(b"READY=1")
@@ -149,7 +150,7 @@ def test_serves_signals_and_keeps_state(tmp_path: Path, runtime: tuple[str, Memo
     assert container in json.dumps(state["payload"])
 
 
-def test_state_survives_a_restart(tmp_path: Path, runtime: tuple[str, MemoryRuntime]) -> None:
+def test_state_survives_a_restart(tmp_path: Path, runtime: tuple[str, FaultyRuntime]) -> None:
     endpoint, _ = runtime
     agent = start_agent(tmp_path, endpoint)
     agent.wait_message(b"READY=1")
@@ -175,7 +176,7 @@ def test_runtime_down_at_start_is_a_clear_error(tmp_path: Path) -> None:
     assert not agent.listen.exists()
 
 
-def test_refusals_reach_the_caller(tmp_path: Path, runtime: tuple[str, MemoryRuntime]) -> None:
+def test_refusals_reach_the_caller(tmp_path: Path, runtime: tuple[str, FaultyRuntime]) -> None:
     endpoint, backend = runtime
     agent = start_agent(tmp_path, endpoint)
     agent.wait_message(b"READY=1")
@@ -192,7 +193,7 @@ def test_refusals_reach_the_caller(tmp_path: Path, runtime: tuple[str, MemoryRun
 
 
 def test_a_second_agent_never_touches_the_live_agents_state(
-    tmp_path: Path, runtime: tuple[str, MemoryRuntime]
+    tmp_path: Path, runtime: tuple[str, FaultyRuntime]
 ) -> None:
     endpoint, _ = runtime
     agent = start_agent(tmp_path, endpoint)

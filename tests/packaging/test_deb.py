@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,11 +43,9 @@ def purge() -> None:
 
 
 def prerequisites() -> list[str]:
+    """What installing the package here needs, beyond building it (conftest.py)."""
     missing = [] if os.geteuid() == 0 else ["root"]
-    missing += [f"{tool}" for tool in ("dpkg", "dpkg-deb") if not shutil.which(tool)]
-    if not Path(build_deb.DEFAULT_PYTHON).is_file():
-        missing.append(build_deb.DEFAULT_PYTHON)
-    return missing
+    return missing + ([] if shutil.which("dpkg") else ["dpkg"])
 
 
 def systemd_links() -> set[Path]:
@@ -56,7 +53,7 @@ def systemd_links() -> set[Path]:
 
 
 @pytest.fixture(scope="module")
-def deb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def deb(built_deb: Path) -> Iterator[Path]:
     require(prerequisites(), "the package test")
     leftovers = [str(p) for p in (CONFIG_DIR, STATE_DIR) if p.exists()]
     if dpkg_status() != "not-installed" or leftovers or systemd_links():
@@ -65,12 +62,8 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "would purge it: run it on a clean host (CI) or `dpkg --purge numa-agent` first",
             pytrace=False,
         )
-    started = time.monotonic()
-    # xz level 1: the same package, built in a fraction of the time.
-    result = build_deb.build(ROOT, tmp_path_factory.mktemp("deb"), xz_level=1)
-    print(f"build: {time.monotonic() - started:.1f} s, {result.deb.stat().st_size} bytes")
     try:
-        yield result.deb
+        yield built_deb
     finally:
         purge()
 

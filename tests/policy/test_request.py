@@ -14,7 +14,6 @@ from agent.policy.request import (
     classify,
     milli_cpu_limit,
     milli_cpu_request,
-    qos_from_cgroup_parent,
 )
 from agent.workload import QoSClass
 from tests.policy.helpers import request
@@ -23,26 +22,6 @@ from topology.cpuset import CPUSet
 G = QoSClass.GUARANTEED
 B = QoSClass.BURSTABLE
 BE = QoSClass.BESTEFFORT
-
-
-@pytest.mark.parametrize(
-    ("parent", "qos"),
-    [
-        ("kubepods-burstable-pod1b2c_3d.slice", B),
-        ("kubepods-besteffort-podabc.slice", BE),
-        ("kubepods-podabc.slice", G),
-        ("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podx.slice", B),
-        ("/kubepods/burstable/pod6b1c-22", B),
-        ("/kubepods/besteffort/pod6b1c-22", BE),
-        ("/kubepods/pod6b1c-22", G),
-        ("/kubepods/pod6b1c-22/", G),
-        ("", None),
-        ("/system.slice/foo.service", None),
-        ("/kubepods/burstable", None),
-    ],
-)
-def test_qos_from_cgroup_parent(parent: str, qos: QoSClass | None) -> None:
-    assert qos_from_cgroup_parent(parent) == qos
 
 
 @pytest.mark.parametrize(

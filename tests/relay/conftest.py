@@ -12,9 +12,9 @@ from typing import Any
 import grpc
 import pytest
 
-from agent.criclient import CRIClient
 from agent.relay.server import RelayServer
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
+from devtools.criclient import CRIClient
+from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 
 FUTURE_METHOD = "/runtime.v1.RuntimeService/FutureMethod"
 
@@ -41,7 +41,7 @@ class _FutureMethod(grpc.GenericRpcHandler):
 
 
 @pytest.fixture
-def memory_runtime(sockdir: Path) -> Iterator[tuple[Path, MemoryRuntime]]:
+def memory_runtime(sockdir: Path) -> Iterator[tuple[Path, FaultyRuntime]]:
     path = sockdir / "rt.sock"
     server, runtime = serve_memory_runtime(path, extra_handlers=(_FutureMethod(),))
     yield path, runtime
@@ -49,7 +49,7 @@ def memory_runtime(sockdir: Path) -> Iterator[tuple[Path, MemoryRuntime]]:
 
 
 @pytest.fixture
-def relay(sockdir: Path, memory_runtime: tuple[Path, MemoryRuntime]) -> Iterator[RelayServer]:
+def relay(sockdir: Path, memory_runtime: tuple[Path, FaultyRuntime]) -> Iterator[RelayServer]:
     server = RelayServer(str(sockdir / "agent" / "agent.sock"), f"unix://{memory_runtime[0]}")
     server.start()
     yield server
@@ -57,7 +57,7 @@ def relay(sockdir: Path, memory_runtime: tuple[Path, MemoryRuntime]) -> Iterator
 
 
 @pytest.fixture
-def runtime(memory_runtime: tuple[Path, MemoryRuntime]) -> MemoryRuntime:
+def runtime(memory_runtime: tuple[Path, FaultyRuntime]) -> FaultyRuntime:
     return memory_runtime[1]
 
 

@@ -1,13 +1,13 @@
 """The in-memory runtime used in-process: lifecycle, filters, the containerd
-1.6 merge of UpdateContainerResources, failure injection."""
+1.6 merge of UpdateContainerResources, refusals, calls by CRI name."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
-from agent.runtime.memory import MemoryRuntime, RuntimeFault
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
+from agent.runtime.memory import CallRefused, MemoryRuntime
 from agent.workload import QoSClass
 from proto import cri_pb2
 
@@ -164,17 +164,31 @@ def test_verbose_status_has_the_pid_of_a_running_container() -> None:
 )
 def test_refusals(call, code: grpc.StatusCode) -> None:  # type: ignore[no-untyped-def]
     rt, ids = _setup()
-    with pytest.raises(RuntimeFault) as err:
+    with pytest.raises(CallRefused) as err:
         call(rt, ids)
     assert err.value.code == code
 
 
-def test_fail_next_fails_once() -> None:
+def test_calls_by_cri_name_reach_the_method_and_unknown_names_are_refused() -> None:
     rt = MemoryRuntime()
-    rt.fail_next("Version", grpc.StatusCode.UNAVAILABLE, "down for a bit")
-    with pytest.raises(RuntimeFault, match="down for a bit"):
-        rt.version(cri_pb2.VersionRequest())
-    assert rt.version(cri_pb2.VersionRequest()).runtime_api_version == "v1"
+    assert rt.call("Version", cri_pb2.VersionRequest()).runtime_api_version == "v1"
+    rt.call("PullImage", cri_pb2.PullImageRequest(image=cri_pb2.ImageSpec(image="busybox")))
+    assert [i.repo_tags for i in rt.list_images(cri_pb2.ListImagesRequest()).images] == [
+        ["busybox"]
+    ]
+    with pytest.raises(CallRefused) as err:
+        rt.call("Attach", cri_pb2.VersionRequest())
+    assert (err.value.code, err.value.details) == (
+        grpc.StatusCode.UNIMPLEMENTED,
+        "Attach is not implemented",
+    )
+
+
+def test_the_product_runtime_has_no_fault_injection() -> None:
+    # Failing and holding calls is the tests' FaultyRuntime (devtools.fake_runtime).
+    rt = MemoryRuntime()
+    for name in ("fail_next", "hold_next", "arrive", "calls", "record"):
+        assert not hasattr(rt, name), name
 
 
 def test_pod_removal_takes_its_containers_and_events_record_it() -> None:

@@ -15,13 +15,14 @@ import grpc
 import pytest
 from google.protobuf.internal import encoder
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.relay import listen
 from agent.relay.backend import BackendError
 from agent.relay.hooks import Forward, HookAbort
 from agent.relay.server import RelayServer
-from agent.runtime.memory import MemoryRuntime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import FaultyRuntime
 from proto import cri_pb2
 from tests.relay.conftest import FUTURE_METHOD, EchoRuntime
 
@@ -38,7 +39,7 @@ def _pod(name: str = "web") -> cri_pb2.PodSandboxConfig:
 # --------------------------------------------------------------- pass-through
 
 
-def test_every_known_method_reaches_the_runtime(client: CRIClient, runtime: MemoryRuntime) -> None:
+def test_every_known_method_reaches_the_runtime(client: CRIClient, runtime: FaultyRuntime) -> None:
     pod = _pod()
     assert client.version().runtime_name == "numa-agent-memory"
     pod_id = client.run_pod_sandbox(pod)
@@ -102,7 +103,7 @@ def test_unary_bytes_pass_unchanged(
 
 
 def test_unknown_fields_survive_the_real_runtime_path(
-    client: CRIClient, runtime: MemoryRuntime, raw_channel: grpc.Channel
+    client: CRIClient, runtime: FaultyRuntime, raw_channel: grpc.Channel
 ) -> None:
     pod = _pod()
     pod_id = client.run_pod_sandbox(pod)
@@ -127,7 +128,7 @@ def test_unknown_fields_survive_the_real_runtime_path(
     assert cdi in seen.config.SerializeToString()
 
 
-def test_server_streaming_passes_every_message(client: CRIClient, runtime: MemoryRuntime) -> None:
+def test_server_streaming_passes_every_message(client: CRIClient, runtime: FaultyRuntime) -> None:
     pod = _pod()
     pod_id = client.run_pod_sandbox(pod)
     ids = [client.create_container(pod_id, kubelet_container_config(pod, n), pod) for n in "abc"]
@@ -179,7 +180,7 @@ def test_method_the_runtime_lacks_gives_its_unimplemented(raw_channel: grpc.Chan
     ],
 )
 def test_runtime_errors_come_back_unchanged(
-    client: CRIClient, runtime: MemoryRuntime, raw_channel: grpc.Channel, code: Any, details: str
+    client: CRIClient, runtime: FaultyRuntime, raw_channel: grpc.Channel, code: Any, details: str
 ) -> None:
     client.version()  # connected: an UNAVAILABLE now is the runtime's own
     runtime.fail_next(
@@ -195,7 +196,7 @@ def test_runtime_errors_come_back_unchanged(
 
 
 def test_deadline_and_metadata_are_passed_on(
-    runtime: MemoryRuntime, raw_channel: grpc.Channel
+    runtime: FaultyRuntime, raw_channel: grpc.Channel
 ) -> None:
     raw_channel.unary_unary(RT + "Version")(b"", timeout=7, metadata=(("x-trace", "abc"),))
     call = runtime.calls[-1]
@@ -216,7 +217,7 @@ def test_streaming_deadline_is_passed_on(
 
 
 def test_expired_deadline_at_the_runtime_is_deadline_exceeded(
-    sockdir: Path, memory_runtime: tuple[Path, MemoryRuntime]
+    sockdir: Path, memory_runtime: tuple[Path, FaultyRuntime]
 ) -> None:
     """A hook slower than the caller's deadline: forward must not call the
     runtime once the caller has given up."""
@@ -273,7 +274,7 @@ def test_runtime_down_fails_fast_naming_the_endpoint(sockdir: Path, method: str)
 
 
 def test_image_calls_go_to_the_image_endpoint(
-    sockdir: Path, memory_runtime: tuple[Path, MemoryRuntime]
+    sockdir: Path, memory_runtime: tuple[Path, FaultyRuntime]
 ) -> None:
     missing = sockdir / "no-runtime.sock"
     relay = RelayServer(
@@ -303,7 +304,7 @@ def test_socket_is_created_with_mode_0660_in_a_new_directory(relay: RelayServer)
 
 
 def test_stale_socket_is_replaced(
-    sockdir: Path, memory_runtime: tuple[Path, MemoryRuntime]
+    sockdir: Path, memory_runtime: tuple[Path, FaultyRuntime]
 ) -> None:
     path = sockdir / "agent.sock"
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -369,7 +370,7 @@ def test_hook_rewrites_the_request(relay: RelayServer, client: CRIClient) -> Non
 
 
 def test_hook_refusal_never_reaches_the_runtime(
-    relay: RelayServer, client: CRIClient, runtime: MemoryRuntime
+    relay: RelayServer, client: CRIClient, runtime: FaultyRuntime
 ) -> None:
     def refuse(request: bytes, forward: Forward, context: Any) -> bytes:
         raise HookAbort(grpc.StatusCode.INVALID_ARGUMENT, "annotation x: bad rule")
@@ -387,7 +388,7 @@ def test_hook_refusal_never_reaches_the_runtime(
 
 
 def test_hook_sees_runtime_failure_and_it_reaches_the_caller(
-    relay: RelayServer, client: CRIClient, runtime: MemoryRuntime
+    relay: RelayServer, client: CRIClient, runtime: FaultyRuntime
 ) -> None:
     undone: list[BackendError] = []
 
@@ -409,7 +410,7 @@ def test_hook_sees_runtime_failure_and_it_reaches_the_caller(
 
 
 def test_hook_can_call_the_runtime_on_its_own(
-    relay: RelayServer, client: CRIClient, runtime: MemoryRuntime
+    relay: RelayServer, client: CRIClient, runtime: FaultyRuntime
 ) -> None:
     """The shared backend lets a hook update other containers after a create."""
 

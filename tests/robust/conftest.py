@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.criclient import CRIClient
 from agent.node.agent import NodeAgent
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.relay.server import RelayServer
+from devtools.criclient import CRIClient
 from tests.node.conftest import make_node  # noqa: F401  (a fixture shared with tests/node)
 from tests.robust.harness import RuntimeServer, Site, Stack
 from topology.fakesysfs import write_shape

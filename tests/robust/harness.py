@@ -19,12 +19,13 @@ from typing import Any
 
 import grpc
 
-from agent.criclient import CRIClient, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.crashpoints import ENV as CRASH_ENV
 from agent.relay.server import RelayServer
-from agent.runtime.memory import MemoryRuntime, serve_memory_runtime
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient
+from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 from proto import cri_pb2
 from topology.cpuset import CPUSet
 
@@ -43,11 +44,11 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 
 @dataclass
 class RuntimeServer:
-    """A MemoryRuntime served on `path`; `down()` and `up()` are a runtime restart
-    that keeps its pods and containers (the same MemoryRuntime object)."""
+    """A FaultyRuntime served on `path`; `down()` and `up()` are a runtime restart
+    that keeps its pods and containers (the same FaultyRuntime object)."""
 
     path: Path
-    runtime: MemoryRuntime = field(default_factory=MemoryRuntime)
+    runtime: FaultyRuntime = field(default_factory=FaultyRuntime)
     _server: Any = None
 
     @property
@@ -207,7 +208,7 @@ def create(
 # ----------------------------------------------------------------------------- the books
 
 
-def live(runtime: MemoryRuntime) -> dict[str, CPUSet]:
+def live(runtime: FaultyRuntime) -> dict[str, CPUSet]:
     """Live container id -> the cpuset the runtime holds for it."""
     out: dict[str, CPUSet] = {}
     for ctr in runtime.list_containers(cri_pb2.ListContainersRequest()).containers:
@@ -217,7 +218,7 @@ def live(runtime: MemoryRuntime) -> dict[str, CPUSet]:
     return out
 
 
-def books_problems(runtime: MemoryRuntime, state: Mapping[str, Any]) -> list[str]:
+def books_problems(runtime: FaultyRuntime, state: Mapping[str, Any]) -> list[str]:
     """What is wrong between the runtime and the agent's state file (empty: nothing).
 
     - the state knows exactly the live containers, exclusive ones with the CPUs the

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.criclient import CRIClient, CRIError
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from tests.robust.harness import (
     Agent,
     RuntimeServer,

@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node import agent as node_agent
 from agent.node.agent import NodeAgent
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.relay.server import RelayServer
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.robust.harness import RuntimeServer, live
 from topology.cpuset import CPUSet

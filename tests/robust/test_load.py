@@ -14,7 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.criclient import CRIClient, CRIError, kubelet_container_config
+from agent.kubelet import kubelet_container_config
+from devtools.criclient import CRIClient, CRIError
 from tests.robust.harness import RuntimeServer, Site, books_problems, live, run_pod
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape

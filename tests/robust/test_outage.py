@@ -10,8 +10,8 @@ import time
 import grpc
 import pytest
 
-from agent.criclient import CRIClient, CRIError
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.robust.harness import Stack, create, live, run_pod, wait_until
 from topology.cpuset import CPUSet

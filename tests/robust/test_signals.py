@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from agent.criclient import CRIClient, CRIError
 from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
 from tests.robust.harness import RuntimeServer, Site, books_problems, create, run_pod, wait_until
 
 

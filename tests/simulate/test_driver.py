@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from agent.criclient import pod_cgroup_parent
-from agent.runtime.memory import MemoryRuntime
+from agent.kubelet import pod_cgroup_parent
 from agent.simulate.driver import run_scenario
 from agent.simulate.machine import load_machine
 from agent.simulate.output import render_text
 from agent.simulate.scenario import parse_scenario
 from agent.workload import QoSClass
+from devtools.fake_runtime import FaultyRuntime
 from topology.cpuset import CPUSet
 
 # 8 CPUs in one NUMA node; one CPU always stays shared, so 7 can be exclusive.
@@ -88,7 +88,7 @@ def test_requests_reach_the_runtime_shaped_as_kubelet_sends_them() -> None:
         {"topology": TOPOLOGY, "pods": pods, "events": [{"create": "shared"}, {"create": "a"}]},
         base_dir=Path("."),
     )
-    runtime = MemoryRuntime()
+    runtime = FaultyRuntime()
     result = run_scenario(scenario, load_machine(scenario.topology), runtime)
     calls = {
         name: [c.request for c in runtime.calls if c.method == name]

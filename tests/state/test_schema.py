@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from agent.criclient import kubelet_container_config, kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess

@@ -1,4 +1,5 @@
-"""A private containerd for end-to-end tests and `make demo`: own root, state and socket.
+"""A private containerd for end-to-end tests, `make demo` and the benchmarks: own root,
+state and socket. Development only: the package does not install it.
 
 Owns writing its config, starting it, waiting until CRI answers, importing the busybox image,
 and stopping it without leaking containers, shims or mounts. Its only trace outside its base
@@ -16,19 +17,16 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.criclient import CRIClient, CRIError, kubelet_pod_config
-from agent.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
-from agent.workload import QoSClass
+from devtools.criclient import CRIClient, CRIError
+from devtools.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
 from proto import cri_pb2
 
 K8S_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class ContainerdError(RuntimeError):
@@ -192,83 +190,6 @@ def mounts_under(base: Path, mountinfo: str) -> list[Path]:
         if point == prefix[:-1] or point.startswith(prefix):
             found.append(Path(point))
     return sorted(set(found), key=lambda p: len(p.parts), reverse=True)
-
-
-def remove_cgroup(parent: str, cgroup_root: Path = CGROUP_ROOT) -> None:
-    """Remove an empty pod cgroup from every hierarchy, as kubelet does once a pod is gone.
-
-    runc removes a container's own cgroup but not the pod level above it.
-    """
-    rel = parent.strip("/")
-    if not rel or not cgroup_root.is_dir():
-        return
-    for hierarchy in [cgroup_root, *sorted(p for p in cgroup_root.iterdir() if p.is_dir())]:
-        path = hierarchy / rel
-        # Directories still holding tasks or children stay: they are not ours to kill.
-        with contextlib.suppress(OSError):  # ENOENT, ENOTEMPTY, EBUSY
-            path.rmdir()
-
-
-class PodRunner:
-    """Pods run as kubelet with the cgroupfs driver runs them (host network), through
-    `client`: the runtime, or the agent in front of it. What was not removed by hand
-    goes with `remove_all`, pod cgroups included (`remove_cgroups`: only where a real
-    runtime made them)."""
-
-    def __init__(
-        self,
-        client: CRIClient,
-        *,
-        log_root: str,
-        namespace: str,
-        remove_cgroups: bool = True,
-    ) -> None:
-        self.client = client
-        self.log_root = log_root
-        self.namespace = namespace
-        self.remove_cgroups = remove_cgroups
-        self.sandboxes: dict[str, str] = {}  # sandbox id -> cgroup parent
-
-    def pod_config(
-        self,
-        name: str,
-        qos: QoSClass = QoSClass.BESTEFFORT,
-        annotations: Mapping[str, str] | None = None,
-        uid: str | None = None,
-    ) -> cri_pb2.PodSandboxConfig:
-        return kubelet_pod_config(
-            name,
-            self.namespace,
-            uid or str(uuid.uuid4()),
-            annotations=annotations,
-            qos=qos,
-            cgroup_driver="cgroupfs",  # the driver PrivateContainerd runs with
-            log_root=self.log_root,  # not the host's /var/log/pods
-        )
-
-    def run(self, config: cri_pb2.PodSandboxConfig) -> str:
-        sandbox_id = self.client.run_pod_sandbox(config)
-        self.sandboxes[sandbox_id] = config.linux.cgroup_parent
-        return sandbox_id
-
-    def start_container(
-        self, sandbox_id: str, pod: cri_pb2.PodSandboxConfig, config: cri_pb2.ContainerConfig
-    ) -> str:
-        container_id = self.client.create_container(sandbox_id, config, pod)
-        self.client.start_container(container_id)
-        return container_id
-
-    def remove(self, sandbox_id: str) -> None:
-        # RemovePodSandbox also removes the pod's containers.
-        self.client.stop_pod_sandbox(sandbox_id)
-        self.client.remove_pod_sandbox(sandbox_id)
-        parent = self.sandboxes.pop(sandbox_id)
-        if self.remove_cgroups:
-            remove_cgroup(parent)
-
-    def remove_all(self) -> None:
-        for sandbox_id in list(self.sandboxes):
-            self.remove(sandbox_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.containerd_env import (
+from devtools.containerd import (
     ContainerdError,
     ContainerdPaths,
     mounts_under,
     pid_from_status,
     read_proc_status,
-    remove_cgroup,
     render_config,
 )
+from devtools.pods import remove_cgroup
 from proto import cri_pb2
 
 CRI = "io.containerd.grpc.v1.cri"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.oci_image import (
+from devtools.oci_image import (
     APPLETS,
     ImageBuildError,
     build_busybox_image,

@@ -1,4 +1,5 @@
-"""`make demo`: the agent in front of a real runtime, driven as kubelet drives it.
+"""`make demo` (`python -m devtools.demo` in the checkout): the agent in front of a
+real runtime, driven as kubelet drives it.
 
 Starts a private containerd when this machine can run one (root, containerd and
 runc installed), else the in-memory runtime; starts the agent in front of it;
@@ -20,19 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import AgentConfig
-from agent.containerd_env import (
-    PodRunner,
-    PrivateContainerd,
-    missing_prerequisites,
-    read_proc_status,
-)
-from agent.criclient import CRIClient, CRIError, kubelet_container_config
 from agent.daemon import Daemon
+from agent.kubelet import kubelet_container_config
 from agent.logs import setup_logging
-from agent.runtime.memory import serve_memory_runtime
 from agent.simulate.driver import simulate_file
 from agent.simulate.output import render_text as render_simulation
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd, missing_prerequisites, read_proc_status
+from devtools.criclient import CRIClient, CRIError
+from devtools.fake_runtime import serve_memory_runtime
+from devtools.pods import PodRunner
 from topology.render import render_text
 
 DEMO_NAMESPACE = "demo"
@@ -176,8 +174,6 @@ def show_affinity_on_a_bigger_machine() -> None:
     """This host is too small for affinity to choose anything: show it on a
     simulated 2-socket machine, through the same request handling as above."""
     scenario = Path(__file__).resolve().parent.parent / "examples" / "anti-affinity.yaml"
-    if not scenario.exists():  # installed without the examples
-        return
     print("\n" + "=" * 72)
     print("affinity on a 2-socket machine (numa-agent simulate examples/anti-affinity.yaml):\n")
     print(render_simulation(simulate_file(scenario)))
