@@ -18,6 +18,7 @@ from agent import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "agent.commands.run",
     "agent.commands.topology",
+    "agent.commands.labels",
     "agent.commands.config",
     "agent.commands.simulate",
     "agent.commands.status",

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.labels.sources import FILE_PREFIX
 from agent.policy.config import ConfigError, PolicyConfig
 from agent.relay.endpoint import Endpoint, EndpointError
 from agent.yamlfile import YamlFileError, read_yaml_file
 
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
+# Node Feature Discovery's local feature source reads every file in this directory.
+DEFAULT_FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/numa-agent"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -37,6 +40,9 @@ class AgentConfig:
     log_format: str = "text"
     metrics_address: str = ""  # empty: metrics off
     reconcile_period: float = 10.0  # seconds between checks of the kernel's view; 0: off
+    feature_file: str = DEFAULT_FEATURE_FILE  # empty: no feature file
+    physical_host_id: str = ""  # the id itself, or file:/path; empty: DMI on hardware
+    label_salt: str = ""  # key of the physical-host label's hash
     policy: PolicyConfig = field(default_factory=PolicyConfig)
 
     @property
@@ -57,6 +63,9 @@ AGENT_KEYS: dict[str, str] = {
     "metrics_address": "host:port of the Prometheus endpoint; empty = off",
     "reconcile_period": "seconds between checks that the kernel enforces the agent's "
     "cpusets (repairs what a runtime dropped); 0 = off",
+    "feature_file": "node labels for Node Feature Discovery, rewritten on change; empty = off",
+    "physical_host_id": "id of the physical machine (or file:/path); empty = DMI on hardware",
+    "label_salt": "secret mixed into the physical-host label's hash",
 }
 
 
@@ -99,6 +108,21 @@ def _validate_agent_key(key: str, value: Any) -> Any:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"metrics_address: {text!r} is not host:port")
+    if key == "feature_file" and text:
+        path = Path(text)
+        if not path.is_absolute() or text.endswith("/"):
+            raise ConfigError(f"feature_file: {text!r} is not an absolute file path")
+        if path.name.startswith("."):
+            raise ConfigError(
+                f"feature_file: {text!r}: Node Feature Discovery ignores files whose name "
+                "starts with '.'"
+            )
+    if (
+        key == "physical_host_id"
+        and text.startswith(FILE_PREFIX)
+        and not Path(text.removeprefix(FILE_PREFIX)).is_absolute()
+    ):
+        raise ConfigError(f"physical_host_id: {text!r}: {FILE_PREFIX} needs an absolute path")
     if key == "socket_group" and text:
         try:
             grp.getgrnam(text)

@@ -21,6 +21,7 @@ from agent.config import AgentConfig, ConfigError, resolve_config
 from agent.introspect.document import AgentInfo, status_document
 from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
+from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
@@ -37,6 +38,7 @@ from agent.sdnotify import notify
 from agent.state import StateStore
 from agent.state.lock import StateDirBusy, StateDirLock
 from proto import cri_pb2
+from topology.dmi import read_dmi
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -103,6 +105,7 @@ class Daemon:
         self.metrics_server: MetricsServer | None = None
         self.introspect: IntrospectServer | None = None
         self._state_lock: StateDirLock | None = None
+        self.feature_file: FeatureFile | None = None
 
     def start(self) -> None:
         cfg = self.config
@@ -160,6 +163,8 @@ class Daemon:
             except MetricsServerError as err:
                 raise StartupError(str(err)) from err
             log.info("metrics on http://%s/metrics", cfg.metrics_address)
+        self.feature_file = FeatureFile(machine, read_dmi(cfg.sysfs_root))
+        self.feature_file.update(cfg)  # logs, never raises: labels must not stop the relay
         notify("READY=1")
         log.info("serving CRI on %s (pid %d)", self.relay.path, os.getpid())
 
@@ -212,8 +217,9 @@ class Daemon:
     def reload(self) -> None:
         """SIGHUP: re-read the configuration file; a bad one is refused and the old one stays.
 
-        Log settings apply at once; keys that shape the socket, the runtime
-        connection or placement apply at the next start (logged when changed).
+        Log settings and the feature file's keys apply at once; keys that shape the
+        socket, the runtime connection or placement apply at the next start (logged
+        when changed).
         """
         try:
             new = resolve_config(self._config_path, self._overrides)
@@ -240,8 +246,13 @@ class Daemon:
         else:
             log.info("configuration reloaded")
         self.config = dataclasses.replace(
-            self.config, log_level=new.log_level, log_format=new.log_format
+            self.config,
+            log_level=new.log_level,
+            log_format=new.log_format,
+            **{key: getattr(new, key) for key in LABEL_KEYS},  # the feature file's keys
         )
+        if self.feature_file is not None:
+            self.feature_file.update(self.config)
 
 
 def serve(daemon: Daemon) -> int:

@@ -20,6 +20,7 @@ def main(argv: list[str]) -> int:
             "state_dir": state_dir,
             "sysfs_root": sysfs_root,
             "log_level": "warning",
+            "feature_file": "",  # a benchmark publishes no node labels
         }
     )
     setup_logging(config.log_level, config.log_format)

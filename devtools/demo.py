@@ -152,6 +152,7 @@ def main() -> int:
                 runtime_endpoint=runtime.endpoint,
                 listen=f"unix://{base / 'agent' / 'numa-agent.sock'}",
                 state_dir=str(base / "state"),
+                feature_file="",  # a demo publishes no node labels
             )
             daemon = Daemon(config, runtime_wait_s=10)
             daemon.start()

@@ -210,6 +210,8 @@ def build(
         doc = stage / DOC_DIR.relative_to("/")
         write_file(doc / "copyright", (packaging / "debian/copyright").read_text())
         write_file(doc / "README.md", (source / "README.md").read_text())
+        # How Node Feature Discovery picks the agent's feature file up.
+        write_file(doc / "cluster-labels.md", (source / "docs/cluster-labels.md").read_text())
         dropin = (source / "systemd/kubelet-numa-agent.conf").read_text()
         write_file(doc / "examples/kubelet-numa-agent.conf", dropin)
         write_file(

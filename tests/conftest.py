@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import DEFAULT_FEATURE_FILE
 from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
@@ -40,3 +41,14 @@ def host_paths_untouched() -> Iterator[None]:
     yield
     created = [str(path) for path in HOST_PATHS if path.exists() and path not in before]
     assert not created, f"the tests created the agent's host paths {created}"
+
+
+@pytest.fixture(autouse=True)
+def feature_file_untouched() -> Iterator[None]:
+    """A daemon started with the default feature_file writes the host's NFD labels (as
+    root): tests start daemons with feature_file "" or a temporary path. Checked after
+    every test, so the one that wrote it is named (the package test's purge deletes it)."""
+    path = Path(DEFAULT_FEATURE_FILE)
+    before = path.exists()
+    yield
+    assert before or not path.exists(), f"this test wrote {path}: give its daemon feature_file=''"

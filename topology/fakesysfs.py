@@ -1,13 +1,16 @@
 """Fake sysfs trees from a compact machine description, and named real-world shapes.
 
 `write_sysfs` writes the files the kernel has under /sys/devices/system/{cpu,node}
-so that tests and `numa-agent simulate` can run the real reader on machines that
-are not here (multi-socket Xeon, EPYC NPS4, CXL memory, hybrid desktops).
+(plus network interfaces under /sys/class/net and the firmware's DMI strings
+under /sys/class/dmi/id) so that tests and `numa-agent simulate` can run the
+real reader on machines that are not here (multi-socket Xeon, EPYC NPS4, CXL
+memory, hybrid desktops, VMs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -50,6 +53,24 @@ EFFICIENCY_MAX_KHZ = 3_900_000
 
 class MachineSpecError(ValueError):
     """A compact machine description that cannot describe a machine; names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class DmiSpec:
+    """What `/sys/class/dmi/id` says; an empty field is a file not written."""
+
+    sys_vendor: str = ""
+    product_name: str = ""
+    product_uuid: str = ""
+
+
+# A rack server, and a KVM guest as QEMU describes it (Proxmox, OpenStack, libvirt).
+DMI_HARDWARE = DmiSpec("Dell Inc.", "PowerEdge R750", "4c4c4544-0051-3610-8052-b7c04f4e3333")
+DMI_KVM = DmiSpec("QEMU", "Standard PC (Q35 + ICH9, 2009)", "8a3c5e0e-1f1d-4b6a-9d55-4a0c2a1f7e01")
+DMI_PRESETS: dict[str, DmiSpec | None] = {"hardware": DMI_HARDWARE, "kvm": DMI_KVM, "none": None}
+
+# Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace.
+_IFNAME = re.compile(r"[^/:\s]{1,15}")
 
 
 def parse_quantity(value: object, key: str = "memory") -> int:
@@ -123,6 +144,11 @@ class MachineSpec:
     hybrid_signal: HybridSignal = "capacity"
     write_die_id: bool = True  # kernels before 5.2 have no die_id
     write_node_dir: bool = True  # CONFIG_NUMA=n kernels have no node/ directory
+    # PCI network interfaces and the NUMA node their device reports (-1: unknown).
+    nics: tuple[tuple[str, int], ...] = ()
+    # Interfaces without a device (class/net/<if> with no `device` link).
+    virtual_nics: tuple[str, ...] = ("lo",)
+    dmi: DmiSpec | None = None  # None: no class/dmi at all
 
     def __post_init__(self) -> None:
         for key in ("sockets", "dies_per_socket", "numa_per_die", "cores_per_numa"):
@@ -165,6 +191,22 @@ class MachineSpec:
             if len(self.distances) != n or any(len(row) != n for row in self.distances):
                 raise MachineSpecError(
                     f"distances: must be a {n}x{n} matrix (CPU nodes then memory-only nodes)"
+                )
+        names = [name for name, _ in self.nics] + list(self.virtual_nics)
+        for name in names:
+            if not _IFNAME.fullmatch(name) or name in (".", ".."):
+                raise MachineSpecError(
+                    f"nics: {name!r} is not an interface name (1-15 characters, "
+                    "no '/', ':' or whitespace)"
+                )
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise MachineSpecError(f"nics: interface(s) {', '.join(twice)} given twice")
+        for name, node in self.nics:
+            if not -1 <= node < self.node_count:
+                raise MachineSpecError(
+                    f"nics: {name}: NUMA node {node} does not exist "
+                    f"(-1 or 0..{self.node_count - 1})"
                 )
 
     # -- derived sizes --------------------------------------------------------
@@ -266,7 +308,49 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise MachineSpecError(f"{key}: expected a string, got {value!r}")
         return value
+    if key == "nics":
+        return _nics(value)
+    if key == "virtual_nics":
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise MachineSpecError(f"virtual_nics: expected a list of names, got {value!r}")
+        return tuple(value)
+    if key == "dmi":
+        return _dmi(value)
     raise AssertionError(f"unhandled MachineSpec key {key}")  # pragma: no cover
+
+
+def _nics(value: Any) -> tuple[tuple[str, int], ...]:
+    """`{eth0: 0, eth1: 1}`: interface name -> the NUMA node its device reports."""
+    if not isinstance(value, Mapping):
+        raise MachineSpecError(f"nics: expected a mapping of interface to NUMA node, got {value!r}")
+    out: list[tuple[str, int]] = []
+    for name, node in value.items():
+        if not isinstance(name, str):
+            raise MachineSpecError(f"nics: interface name {name!r} is not a string")
+        if isinstance(node, bool) or not isinstance(node, int):
+            raise MachineSpecError(f"nics: {name}: expected a NUMA node number, got {node!r}")
+        out.append((name, node))
+    return tuple(out)
+
+
+def _dmi(value: Any) -> DmiSpec | None:
+    """A preset name (hardware, kvm, none) or {sys_vendor, product_name, product_uuid}."""
+    if isinstance(value, str):
+        if value not in DMI_PRESETS:
+            raise MachineSpecError(
+                f"dmi: unknown preset {value!r} (known: {', '.join(DMI_PRESETS)}, "
+                "or a mapping of sys_vendor, product_name, product_uuid)"
+            )
+        return DMI_PRESETS[value]
+    if not isinstance(value, Mapping):
+        raise MachineSpecError(f"dmi: expected a preset name or a mapping, got {value!r}")
+    known = [f.name for f in dataclasses.fields(DmiSpec)]
+    for key, text in value.items():
+        if key not in known:
+            raise MachineSpecError(f"dmi: {key}: unknown key (known: {', '.join(known)})")
+        if not isinstance(text, str):
+            raise MachineSpecError(f"dmi: {key}: expected a string, got {text!r}")
+    return DmiSpec(**value)
 
 
 # -- layout -------------------------------------------------------------------
@@ -399,6 +483,45 @@ def _l3_chunks(spec: MachineSpec) -> list[range]:
     return chunks
 
 
+def _symlink(link: Path, target: Path) -> None:
+    """A relative symlink, as sysfs has them (class/net/eth0/device -> ../../../devices/...);
+    replaced when the tree is written again over itself, as its files are."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _write_nics(spec: MachineSpec, root: Path, write: _Writer) -> None:
+    """class/net/<if>, with a `device` link to its PCI function (which has numa_node)
+    for the spec's NICs and none for virtual ones.
+
+    The kernel puts the interface's directory inside its PCI function, so the
+    `device` link closes a cycle; here it does not, so a fake tree can be copied
+    with `shutil.copytree` or `cp -rL`.
+    """
+    pci = root / "devices" / "pci0000:00"
+    for index, (name, node) in enumerate(spec.nics):
+        function = pci / f"0000:{0x18 + index:02x}:00.0"
+        write(function / "numa_node", str(node))
+        write(function / "class", "0x020000")  # Ethernet controller
+        netdev = root / "class" / "net" / name
+        write(netdev / "type", "1")
+        _symlink(netdev / "device", function)
+    for name in spec.virtual_nics:
+        write(root / "class" / "net" / name / "type", "772" if name == "lo" else "1")
+
+
+def _write_dmi(dmi: DmiSpec, root: Path, write: _Writer) -> None:
+    ident = root / "devices" / "virtual" / "dmi" / "id"
+    for field in dataclasses.fields(DmiSpec):
+        text = getattr(dmi, field.name)
+        if text:
+            write(ident / field.name, text)
+    ident.mkdir(parents=True, exist_ok=True)
+    _symlink(root / "class" / "dmi" / "id", ident)
+
+
 def write_sysfs(spec: MachineSpec, root: Path) -> Path:
     """Write the sysfs files of `spec` under `root` (a stand-in for /sys); returns root."""
     root = Path(root)
@@ -473,6 +596,9 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
                 _write(index / "type", kind)
                 _write(index / "shared_cpu_list", str(shared))
 
+    _write_nics(spec, root, _write)
+    if spec.dmi is not None:
+        _write_dmi(spec.dmi, root, _write)
     if not spec.write_node_dir:
         return root
     matrix = distance_matrix(spec)
@@ -502,7 +628,13 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
 
 SHAPES: dict[str, MachineSpec] = {
     # A 4-core desktop with hyper-threading, on a kernel old enough to lack die_id.
-    "desktop-1s-4c-ht": MachineSpec(cores_per_numa=4, memory_per_numa=32 * GI, write_die_id=False),
+    # Its one NIC reports no node (-1), as single-node firmware often does; no DMI at all.
+    "desktop-1s-4c-ht": MachineSpec(
+        cores_per_numa=4,
+        memory_per_numa=32 * GI,
+        write_die_id=False,
+        nics=(("enp3s0", -1),),
+    ),
     # Dual Xeon with sub-NUMA clustering: 2 nodes per socket, 80 CPUs.
     "xeon-2s-2numa": MachineSpec(
         sockets=2,
@@ -511,6 +643,11 @@ SHAPES: dict[str, MachineSpec] = {
         memory_per_numa=96 * GI,
         distance_same_die=11,
         distance_remote=21,
+        # Two ports of one card on node 0, one card on socket 1's first node; a
+        # Kubernetes node's bridge and a pod's veth have no device.
+        nics=(("eno1", 0), ("ens1f0", 0), ("ens1f1", 0), ("ens5f0", 2)),
+        virtual_nics=("lo", "cni0", "veth5f3a9c1e"),
+        dmi=DmiSpec("Dell Inc.", "PowerEdge R740", "4c4c4544-0044-5910-8034-c3c04f335632"),
     ),
     # Dual EPYC (Milan, 64 cores) in NPS4: 8 nodes, 2 CCD L3 caches per node.
     "epyc-2s-nps4": MachineSpec(
@@ -521,6 +658,8 @@ SHAPES: dict[str, MachineSpec] = {
         l3_per_numa=2,
         distance_same_die=12,
         distance_remote=32,
+        nics=(("enp65s0f0np0", 1), ("enp65s0f1np1", 1), ("enp193s0f0np0", 5)),
+        dmi=DmiSpec("Supermicro", "AS -2124US-TNRP", "2b6e1f0a-93c4-11ec-8000-3cecef5a7d10"),
     ),
     # Four sockets, one node each, fully connected.
     "server-4s": MachineSpec(
@@ -528,6 +667,8 @@ SHAPES: dict[str, MachineSpec] = {
         cores_per_numa=24,
         memory_per_numa=192 * GI,
         distance_remote=21,
+        nics=(("ens2f0", 0), ("ens6f0", 3)),
+        dmi=DmiSpec("HPE", "ProLiant DL560 Gen10", "36383150-3630-584d-5139-333030383457"),
     ),
     # Cascade Lake-AP style: two dies per package, each its own NUMA node.
     "dies-2-per-socket": MachineSpec(
@@ -537,6 +678,8 @@ SHAPES: dict[str, MachineSpec] = {
         memory_per_numa=96 * GI,
         distance_same_socket=12,
         distance_remote=21,
+        nics=(("eno1", 0),),
+        dmi=DmiSpec("Lenovo", "ThinkSystem SR850", "9d1b3c52-7a0e-11e9-a1b2-7ed30a1c2b3d"),
     ),
     # 16 CPUs, siblings adjacent; core 7 offline, one thread of core 6 offline,
     # cores 1 and 2 isolated (isolcpus=2-5).
@@ -547,6 +690,9 @@ SHAPES: dict[str, MachineSpec] = {
         memory_per_numa=8 * GI,
         offline=CPUSet.parse("13-15"),
         isolated=CPUSet.parse("2-5"),
+        # A KVM guest: its emulated NIC's PCI device reports no node.
+        nics=(("ens3", -1),),
+        dmi=DMI_KVM,
     ),
     # Two sockets with one CXL memory expander each (nodes 2 and 3).
     "cxl-memory-only": MachineSpec(
@@ -557,6 +703,8 @@ SHAPES: dict[str, MachineSpec] = {
         memory_per_memory_only_node=256 * GI,
         memory_only_distance=14,
         distance_remote=21,
+        nics=(("ens7f0", 1),),
+        dmi=DmiSpec("Supermicro", "SYS-221H-TNR", "7c1f0e2a-5d3b-11ee-8c99-0242ac120002"),
     ),
     # Alder Lake style: 8 performance cores with HT (0-15) + 8 efficiency cores (16-23),
     # told apart by cpufreq's maximum as on x86.
@@ -566,6 +714,13 @@ SHAPES: dict[str, MachineSpec] = {
         numbering="adjacent",
         memory_per_numa=64 * GI,
         hybrid_signal="cpufreq",
+        nics=(("enp4s0", 0),),
+        # A desktop board whose firmware never set a UUID: the well-known placeholder.
+        dmi=DmiSpec(
+            "Micro-Star International Co., Ltd.",
+            "MS-7D25",
+            "03000200-0400-0500-0006-000700080009",
+        ),
     ),
 }
 

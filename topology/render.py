@@ -2,10 +2,14 @@
 
 Pure functions over `Machine`: the `topology` command prints them, tests
 compare them; lists are ordered by id (cores and L3 groups by lowest CPU).
+`machine_to_json` is the topology proper (the state file's fingerprint hashes
+it); `topology_json` adds what may change without the topology changing: NICs
+and each NUMA node's labels (computed above this package and passed in).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from topology.cpuset import CPUSet
@@ -70,6 +74,21 @@ def machine_to_json(machine: Machine) -> dict[str, Any]:
     return out
 
 
+def topology_json(
+    machine: Machine, numa_labels: Mapping[int, Mapping[str, str]] | None = None
+) -> dict[str, Any]:
+    """The `topology --json` document: `machine_to_json`, each NUMA node's `labels`,
+    and `nics` (interfaces local to a NUMA node, by name)."""
+    out = machine_to_json(machine)
+    labels = numa_labels or {}
+    for socket in out["sockets"]:
+        for die in socket["dies"]:
+            for node in die["numa_nodes"]:
+                node["labels"] = dict(labels.get(node["id"], {}))
+    out["nics"] = [{"name": nic.name, "numa_node": nic.numa_node} for nic in machine.nics]
+    return out
+
+
 def format_bytes(size: int) -> str:
     """Binary units with one decimal ("96.0 GiB"); bytes stay whole."""
     value = float(size)
@@ -112,8 +131,11 @@ def _distance_matrix(machine: Machine) -> list[str]:
     return lines
 
 
-def render_text(machine: Machine) -> str:
-    """One line per socket / die / NUMA node, then memory-only nodes and distances."""
+def render_text(
+    machine: Machine, numa_labels: Mapping[int, Mapping[str, str]] | None = None
+) -> str:
+    """One line per socket / die / NUMA node (and its labels, when given), then
+    memory-only nodes, network interfaces and distances."""
     nodes = list(machine.iter_numa_nodes())
     header = (
         f"machine: {len(machine.online)} CPUs online ({machine.online}), "
@@ -128,11 +150,18 @@ def render_text(machine: Machine) -> str:
         lines.append(f"socket {socket.id}  cpus {socket.cpus}")
         for die in sorted(socket.dies, key=lambda d: d.id):
             lines.append(f"  die {die.id}  cpus {die.cpus}")
-            lines.extend(_node_line(n) for n in sorted(die.numa_nodes, key=lambda n: n.id))
+            for node in sorted(die.numa_nodes, key=lambda n: n.id):
+                lines.append(_node_line(node))
+                labels = (numa_labels or {}).get(node.id)
+                if labels:
+                    lines.append("      labels " + " ".join(f"{k}={v}" for k, v in labels.items()))
     for mem in sorted(machine.memory_only_nodes, key=lambda m: m.id):
         lines.append(
             f"memory-only node {mem.id}  memory {format_bytes(mem.memory_bytes)}"
             f"  closest CPU node {mem.closest_cpu_node}"
         )
+    if machine.nics:
+        nics = ", ".join(f"{nic.name} (node {nic.numa_node})" for nic in machine.nics)
+        lines.append(f"network interfaces: {nics}")
     lines.extend(_distance_matrix(machine))
     return "\n".join(lines) + "\n"

@@ -2,7 +2,8 @@
 
 The root is a parameter (default /sys) so tests and `simulate` read fake trees
 written by `topology.fakesysfs`. Every inconsistency is a `SysfsError` naming
-the file and what was wrong with it.
+the file and what was wrong with it. Network interfaces' NUMA locality is read
+here too, once, so nothing above the reader touches sysfs at placement time.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topology.cpuset import CPUSet, CPUSetError
-from topology.tree import Core, Die, L3Group, Machine, MemoryOnlyNode, NumaNode, Socket
+from topology.tree import (
+    Core,
+    Die,
+    L3Group,
+    Machine,
+    MemoryOnlyNode,
+    NetworkInterface,
+    NumaNode,
+    Socket,
+)
 
 REAL_SYSFS = Path("/sys")
 
@@ -195,6 +205,37 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
     return nodes
 
 
+# -- network interfaces ---------------------------------------------------------------
+
+
+def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
+    """Interfaces under class/net whose device reports a NUMA node, sorted by name.
+
+    Virtual interfaces (lo, bridges, veth, bonds) have no `device`; a virtio NIC's
+    device has no numa_node file; -1 means the firmware did not say. None of
+    them is local to any node, so they are left out.
+    """
+    net_dir = root / "class" / "net"
+    if not net_dir.is_dir():
+        return ()
+    nics: list[NetworkInterface] = []
+    for entry in sorted(net_dir.iterdir(), key=lambda p: p.name):
+        numa_file = entry / "device" / "numa_node"
+        try:
+            raw = numa_file.read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # no device (virtual), or the interface went away while listed
+        except OSError as exc:
+            raise SysfsError(f"{numa_file}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            node = int(raw)
+        except ValueError:
+            raise SysfsError(f"{numa_file}: expected an integer, found {raw!r}") from None
+        if node >= 0:
+            nics.append(NetworkInterface(name=entry.name, numa_node=node))
+    return tuple(nics)
+
+
 # -- assembling the tree ---------------------------------------------------------------
 
 
@@ -358,7 +399,7 @@ def _nest(
 
 
 def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
-    """Read `<root>/devices/system/{cpu,node}` into a Machine.
+    """Read `<root>/devices/system/{cpu,node}` (and `<root>/class/net`) into a Machine.
 
     `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
     by default only when reading the real /sys, never for fake roots.
@@ -405,6 +446,7 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
         distances={n.id: dict(n.distances) for n in nodes},
         cpu_model=model,
         cpu_flags=flags,
+        nics=_read_nics(root),
     )
 
 

@@ -80,11 +80,26 @@ class Socket:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkInterface:
+    """A network interface whose PCI device reports the NUMA node it hangs off.
+
+    Only interfaces with a `device` that names a node are kept: virtual ones
+    (lo, bridges, veth, bonds) and devices reporting -1 carry no locality.
+    """
+
+    name: str
+    numa_node: int
+
+
+@dataclass(frozen=True, slots=True)
 class Machine:
     """The whole machine. CPU sets in the tree hold online CPUs only.
 
     `distances[a][b]` is the sysfs NUMA distance from node a to node b (10 =
-    local), over all nodes including memory-only ones.
+    local), over all nodes including memory-only ones. `nics` (sorted by name)
+    is not part of the topology proper: `topology.render.machine_to_json`, and
+    with it the state file's machine fingerprint, leaves it out, so a NIC
+    appearing or going does not make the agent distrust its state.
     """
 
     sockets: tuple[Socket, ...]
@@ -96,6 +111,7 @@ class Machine:
     distances: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
     cpu_model: str = ""
     cpu_flags: tuple[str, ...] = ()
+    nics: tuple[NetworkInterface, ...] = ()
 
     @property
     def cpus(self) -> CPUSet:
@@ -130,6 +146,10 @@ class Machine:
         if row is None or b not in row:
             return 10 if a == b else 20
         return row[b]
+
+    def nics_on(self, node_id: int) -> tuple[str, ...]:
+        """Names of the network interfaces local to NUMA node `node_id`, sorted."""
+        return tuple(nic.name for nic in self.nics if nic.numa_node == node_id)
 
     def memory_nodes_for(self, node_id: int) -> tuple[int, ...]:
         """The CPU node plus the memory-only nodes attached to it."""

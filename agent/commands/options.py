@@ -23,6 +23,7 @@ POLICY_HELP: dict[str, str] = {
     "colocate_weight": "weight of the implicit colocation pull",
     "isolated_for_exclusive": "hand kernel-isolated CPUs to exclusive containers unasked",
     "symmetric_affinity": "also count placed containers' rules toward a newcomer",
+    "numa_labels": 'your labels per NUMA node, e.g. {"3": {"example.com/storage": "nvme"}}',
 }
 
 

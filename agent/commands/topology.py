@@ -1,7 +1,9 @@
 """`numa-agent topology`: print the machine's tree as read from sysfs.
 
-Text for a person by default, the documented JSON shape with --json; a broken
-sysfs tree is reported with the file that was wrong and exit code 1.
+Text for a person by default, the documented JSON shape with --json, both with
+each NUMA node's labels (the agent's and the operator's `numa_labels`) so a
+user sees what node affinity can select; a broken sysfs tree is reported with
+the file that was wrong and exit code 1.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ import json
 import sys
 from typing import Any
 
-from topology.render import machine_to_json, render_text
+from agent.config import ConfigError, resolve_config
+from agent.labels.numa import numa_node_labels
+from agent.policy.config import check_numa_labels
+from topology.render import render_text, topology_json
 from topology.sysfs import REAL_SYSFS, SysfsError, read_machine
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "topology",
-        help="print the machine's sockets, dies, NUMA nodes, L3 groups and cores",
-        description="Print the machine's topology as read from sysfs.",
+        help="print the machine's sockets, dies, NUMA nodes (with labels), L3 groups and cores",
+        description="Print the machine's topology as read from sysfs, with each NUMA node's "
+        "labels (the agent's and numa_labels from the configuration file).",
     )
     parser.add_argument(
         "--sysfs-root",
@@ -27,18 +33,35 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="sysfs root to read (default: /sys); a fake tree for tests and simulation",
     )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration file whose numa_labels to show "
+        "(default /etc/numa-agent/config.yaml when it exists)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        config = resolve_config(args.config, {})
+    except ConfigError as exc:
+        print(f"numa-agent topology: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
         machine = read_machine(args.sysfs_root)
     except SysfsError as exc:
         print(f"numa-agent topology: {exc}", file=sys.stderr)
         return 1
+    operator = config.policy.numa_labels
+    try:
+        check_numa_labels(operator, machine)
+    except ConfigError as exc:  # shown anyway: this may be another machine's tree
+        print(f"numa-agent topology: warning: {exc}", file=sys.stderr)
+    labels = numa_node_labels(machine, operator)
     if args.json:
-        print(json.dumps(machine_to_json(machine), indent=2))
+        print(json.dumps(topology_json(machine, labels), indent=2))
     else:
-        sys.stdout.write(render_text(machine))
+        sys.stdout.write(render_text(machine, labels))
     return 0

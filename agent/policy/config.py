@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from agent.labels.operator_labels import (
+    NumaLabels,
+    OperatorLabelError,
+    numa_labels_problem,
+    parse_numa_labels,
+)
 from topology.cpuset import CPUSet, CPUSetError
+from topology.tree import Machine
 
 
 class ConfigError(ValueError):
@@ -36,6 +43,9 @@ class PolicyConfig:
     # Namespaces whose pods may have a required anti-affinity to every pod of every
     # namespace above the core level (it closes whole sockets to everyone else).
     exclusive_domain_namespaces: tuple[str, ...] = ()
+    # The operator's own labels per NUMA node, e.g. {3: {"example.com/storage": "nvme"}},
+    # next to the agent's (agent.labels.numa); a Mapping, immutable and hashable.
+    numa_labels: NumaLabels = NumaLabels()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> PolicyConfig:
@@ -55,9 +65,25 @@ class PolicyConfig:
                 values[key] = _namespaces(key, value)
             elif key == "colocate_weight":
                 values[key] = _int(key, value)
+            elif key == "numa_labels":
+                try:
+                    values[key] = parse_numa_labels(value, key)
+                except OperatorLabelError as err:
+                    raise ConfigError(str(err)) from None
             else:
                 values[key] = _bool(key, value)
         return cls(**values)  # type: ignore[arg-type]
+
+
+def check_numa_labels(labels: Mapping[int, Mapping[str, str]], machine: Machine) -> None:
+    """ConfigError unless every node `numa_labels` names is a NUMA node with CPUs of `machine`.
+
+    Separate from `from_mapping` because the file is read before the machine is
+    known; the policy calls it when it is built for a machine.
+    """
+    problem = numa_labels_problem(labels, machine)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _cpuset(key: str, value: object) -> CPUSet:

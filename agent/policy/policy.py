@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from agent.labels.numa import numa_node_labels
 from agent.policy.accounting import PoolState, pool_states
 from agent.policy.closeness import closeness_table
-from agent.policy.config import ConfigError, PolicyConfig
+from agent.policy.config import ConfigError, PolicyConfig, check_numa_labels
 from agent.policy.constraints import Evaluation, Required
 from agent.policy.cpus import pick_exclusive
 from agent.policy.domains import machine_topology
@@ -26,7 +27,6 @@ from agent.policy.errors import (
     UnknownContainer,
 )
 from agent.policy.explain import Candidate, explain
-from agent.policy.numa_labels import numa_label_sets
 from agent.policy.occupancy import Occupancy
 from agent.policy.pools import Pool, PoolTree, build_pools
 from agent.policy.record import RESERVED_POOL_NAME, PlacementRecord, SavedPlacement
@@ -97,6 +97,7 @@ class Policy:
                 f"reserved_cpus: CPUs {stray} are not online CPUs of this machine "
                 f"(online: {machine.cpus})"
             )
+        check_numa_labels(config.numa_labels, machine)
         self.machine = machine
         self.config = config
         self.tree: PoolTree = build_pools(machine)
@@ -111,10 +112,8 @@ class Policy:
         self._states = pool_states(self.tree)
         self._topology = machine_topology(machine)
         self._occupancy = Occupancy()  # which pods occupy which CPUs (pod rules)
-        self._numa = {
-            n.id: (n.cpus.mask, numa_label_sets(machine, config)[n.id])
-            for n in machine.iter_numa_nodes()
-        }
+        labels = numa_node_labels(machine, config.numa_labels)  # for node affinity
+        self._numa = {n.id: (n.cpus.mask, labels[n.id]) for n in machine.iter_numa_nodes()}
         self._taken = 0  # exclusive CPUs, as a mask
         self._reserved_keys: set[str] = set()  # containers of reserved namespaces
         self._records: dict[str, PlacementRecord] = {}

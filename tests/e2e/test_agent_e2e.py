@@ -35,6 +35,7 @@ def agent(containerd: PrivateContainerd) -> Iterator[Daemon]:
         runtime_endpoint=containerd.endpoint,
         listen=f"unix://{base}/agent.sock",
         state_dir=str(base / "state"),
+        feature_file="",  # never the host's NFD directory
     )
     daemon = Daemon(config, runtime_wait_s=10)
     daemon.start()

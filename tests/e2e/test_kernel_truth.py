@@ -59,6 +59,7 @@ def make_agent(containerd: PrivateContainerd) -> Iterator[AgentFactory]:
                 runtime_endpoint=containerd.endpoint,
                 listen=f"unix://{base}/agent.sock",
                 state_dir=str(base / "state"),
+                feature_file="",  # never the host's NFD directory
                 **config,  # type: ignore[arg-type]
             ),
             runtime_wait_s=10,

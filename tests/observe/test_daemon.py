@@ -71,6 +71,7 @@ def start_daemon(sockdir: Path, tmp_path: Path, sysfs: Path, metrics: str) -> It
         state_dir=str(tmp_path / "state"),
         sysfs_root=str(sysfs),
         metrics_address=metrics,
+        feature_file="",  # never the host's NFD directory
         policy=PolicyConfig.from_mapping({"reserved_cpus": RESERVED}),
     )
     daemon = Daemon(config, runtime_wait_s=5)

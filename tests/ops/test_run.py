@@ -87,6 +87,7 @@ def start_agent(
         "--state-dir", str(state_dir),
         "--sysfs-root", str(sysfs),
         "--runtime-wait", "5",
+        "--feature-file", "",  # never the host's NFD directory
         *(extra or []),
     ]  # fmt: skip
     env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}

@@ -47,8 +47,13 @@ def test_both_objects_live_in_kube_system() -> None:
         (socket_dir(CONFIG.runtime_endpoint), socket_dir(DEFAULTS.runtime_endpoint), False),
         (CONFIG.state_dir, DEFAULTS.state_dir, False),
         (CONFIG.sysfs_root, DEFAULTS.sysfs_root, True),
+        (
+            str(PurePosixPath(CONFIG.feature_file).parent),
+            str(PurePosixPath(DEFAULTS.feature_file).parent),
+            False,
+        ),
     ],
-    ids=["listen", "runtime", "state", "sysfs"],
+    ids=["listen", "runtime", "state", "sysfs", "feature-file"],
 )
 def test_configured_paths_are_host_mounts(configured: str, host: str, read_only: bool) -> None:
     mount, volume = mount_for(configured)

@@ -139,6 +139,14 @@ def test_writable_directories_are_the_configured_ones() -> None:
     assert PurePosixPath("/run", single(UNIT, "Service", "RuntimeDirectory")) == socket_dir
 
 
+def test_the_feature_file_directory_is_created_and_writable() -> None:
+    """/etc is read-only under ProtectSystem=strict: the feature file's directory is not."""
+    directory = PurePosixPath(AgentConfig().feature_file).parent
+    created = PurePosixPath("/etc", single(UNIT, "Service", "ConfigurationDirectory"))
+    assert created == directory
+    assert PurePosixPath(single(UNIT, "Service", "ReadWritePaths")) == directory
+
+
 def test_address_families_cover_sockets_and_metrics() -> None:
     families = set(words(UNIT, "Service", "RestrictAddressFamilies"))
     # AF_UNIX: kubelet, the runtime, sd_notify. TCP: metrics_address is host:port.

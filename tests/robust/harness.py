@@ -168,6 +168,7 @@ class Site:
             "--state-dir", str(self.state_dir),
             "--sysfs-root", str(self.sysfs),
             "--runtime-wait", "5",
+            "--feature-file", "",  # never the host's NFD directory
             *extra,
         ]  # fmt: skip
         full_env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}

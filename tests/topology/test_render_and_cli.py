@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.labels.numa import numa_node_labels
 from topology.fakesysfs import GI, SHAPES
-from topology.render import format_bytes, machine_to_json, render_text
+from topology.render import format_bytes, machine_to_json, render_text, topology_json
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -37,6 +38,14 @@ DESKTOP_JSON = {
                             "memory_bytes": 32 * GI,
                             "l3_groups": ["0-7"],
                             "cores": ["0,4", "1,5", "2,6", "3,7"],
+                            # Its NIC reports no node (-1): no net label.
+                            "labels": {
+                                "numa-agent.io/cpus": "8",
+                                "numa-agent.io/die": "0",
+                                "numa-agent.io/memory-mib": "32768",
+                                "numa-agent.io/numa": "0",
+                                "numa-agent.io/socket": "0",
+                            },
                         }
                     ],
                 }
@@ -45,6 +54,7 @@ DESKTOP_JSON = {
     ],
     "memory_only_nodes": [],
     "distances": {"0": {"0": 10}},
+    "nics": [],
 }
 
 
@@ -72,7 +82,16 @@ def test_json_command_matches_the_tree(
     assert code == 0
     data = json.loads(out)
     machine = read_machine(shape_root(name))
-    assert data == machine_to_json(machine)
+    assert data == topology_json(machine, numa_node_labels(machine))
+    # What the state file's fingerprint hashes is the document without labels and NICs.
+    topology_only = json.loads(out)
+    del topology_only["nics"]
+    for socket in topology_only["sockets"]:
+        for die in socket["dies"]:
+            for node in die["numa_nodes"]:
+                assert node.pop("labels")["numa-agent.io/numa"] == str(node["id"])
+    assert topology_only == machine_to_json(machine)
+    assert data["nics"] == [{"name": n.name, "numa_node": n.numa_node} for n in machine.nics]
     nodes = [n for s in data["sockets"] for d in s["dies"] for n in d["numa_nodes"]]
     assert [n["id"] for n in nodes] == sorted(n.id for n in machine.iter_numa_nodes())
     for node in nodes:
@@ -153,8 +172,16 @@ def test_text_command(
     root = shape_root("epyc-2s-nps4")
     code, out, err = _run(capsys, "topology", "--sysfs-root", str(root))
     assert (code, err) == (0, "")
-    assert out == render_text(read_machine(root))
+    machine = read_machine(root)
+    assert out == render_text(machine, numa_node_labels(machine))
     assert out.count("\n    node ") == 8
+    assert out.count("\n      labels numa-agent.io/cpus=32 ") == 8
+    # NICs on nodes 1 and 5 (the shape's), in the node's labels and in their own line.
+    assert "numa-agent.io/net.enp65s0f0np0=true" in out.split("\n    node 1 ")[1].split("\n")[1]
+    assert (
+        "network interfaces: enp193s0f0np0 (node 5), enp65s0f0np0 (node 1), "
+        "enp65s0f1np1 (node 1)\n" in out
+    )
 
 
 def test_broken_tree_exits_1_naming_the_file(
@@ -173,3 +200,53 @@ def test_missing_root_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, _, err = _run(capsys, "topology", "--sysfs-root", str(tmp_path / "nothing"))
     assert code == 1
     assert str(tmp_path / "nothing" / "devices/system/cpu") in err
+
+
+def test_operator_labels_from_the_config_are_shown(
+    tmp_path: Path, shape_root: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text('numa_labels: {3: {example.com/storage: nvme}, "1": {example.com/tier: b}}\n')
+    root = str(shape_root("xeon-2s-2numa"))
+    code, out, err = _run(capsys, "topology", "--sysfs-root", root, "--config", str(config))
+    assert (code, err) == (0, "")
+    node3 = out.split("\n    node 3 ")[1].split("\n")[1]
+    assert node3.startswith("      labels example.com/storage=nvme numa-agent.io/cpus=20 ")
+    code, out, err = _run(
+        capsys, "topology", "--sysfs-root", root, "--config", str(config), "--json"
+    )
+    nodes = {
+        n["id"]: n["labels"]
+        for s in json.loads(out)["sockets"]
+        for d in s["dies"]
+        for n in d["numa_nodes"]
+    }
+    assert nodes[3]["example.com/storage"] == "nvme"
+    assert nodes[1]["example.com/tier"] == "b"
+    assert "example.com/storage" not in nodes[1]
+
+
+def test_operator_labels_for_another_machine_warn(
+    tmp_path: Path, shape_root: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("numa_labels: {7: {example.com/storage: nvme}}\n")
+    root = str(shape_root("desktop-1s-4c-ht"))
+    code, out, err = _run(capsys, "topology", "--sysfs-root", root, "--config", str(config))
+    assert code == 0
+    assert "example.com/storage" not in out
+    assert err == (
+        "numa-agent topology: warning: numa_labels.7: NUMA node 7 does not exist on this "
+        "machine; labels go on NUMA nodes with CPUs: 0\n"
+    )
+
+
+def test_invalid_config_exits_2(
+    tmp_path: Path, shape_root: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("numa_labels: {0: {numa-agent.io/numa: '9'}}\n")
+    root = str(shape_root("desktop-1s-4c-ht"))
+    code, out, err = _run(capsys, "topology", "--sysfs-root", root, "--config", str(config))
+    assert (code, out) == (2, "")
+    assert "numa_labels.0.numa-agent.io/numa: the numa-agent.io/ prefix" in err
