@@ -23,6 +23,10 @@ POLICY_HELP: dict[str, str] = {
     "colocate_weight": "weight of the implicit colocation pull",
     "isolated_for_exclusive": "hand kernel-isolated CPUs to exclusive containers unasked",
     "symmetric_affinity": "also count placed containers' rules toward a newcomer",
+    "system_namespaces": "comma-separated namespaces whose pods are invisible to required "
+    "pod anti-affinity (daemons)",
+    "exclusive_domain_namespaces": "comma-separated namespaces whose pods may hold a "
+    "required anti-affinity to every pod above the core level",
     "numa_labels": 'your labels per NUMA node, e.g. {"3": {"example.com/storage": "nvme"}}',
 }
 

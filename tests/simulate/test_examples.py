@@ -218,6 +218,68 @@ def check_cri_resource_manager(r: SimulationResult) -> None:
     assert r.errors == ()
 
 
+def check_replicas_apart(r: SimulationResult) -> None:
+    m = r.machine
+    sockets = [sockets_of(m, cpus(get(r, f"db-{n}"))) for n in range(2)]
+    assert all(len(s) == 1 for s in sockets) and sockets[0] != sockets[1]
+    (refused,) = r.errors
+    assert (refused.pod, refused.code) == ("db-2", "FAILED_PRECONDITION")
+    assert "every socket already runs a pod matching app=db" in refused.message
+
+
+def check_near_the_cache(r: SimulationResult) -> None:
+    m = r.machine
+    assert nodes_of(m, cpus(get(r, "cache"))) == {5}
+    assert nodes_of(m, cpus(get(r, "web"))) == {5}
+
+
+def check_first_of_its_kind(r: SimulationResult) -> None:
+    m = r.machine
+    where = {frozenset(sockets_of(m, cpus(get(r, f"svc-{n}")))) for n in range(3)}
+    assert len(where) == 1 and len(next(iter(where))) == 1
+    (refused,) = r.errors
+    assert refused.pod == "stranger" and "no running pod matches app=cache" in refused.message
+
+
+def check_everyone_out(r: SimulationResult) -> None:
+    m = r.machine
+    (refused,) = r.errors
+    assert (refused.pod, refused.code) == ("greedy", "INVALID_ARGUMENT")
+    assert "exclusive_domain_namespaces" in refused.message
+    solver, web, own = get(r, "solver"), get(r, "web"), get(r, "own-core")
+    assert sockets_of(m, cpus(web)).isdisjoint(sockets_of(m, cpus(solver)))
+    own_cores = [c for c in cores_touched(m, cpus(own))]
+    assert all(core.isdisjoint(cpus(web)) for core in own_cores)
+
+
+def check_daemon_beside_a_loner(r: SimulationResult) -> None:
+    m = r.machine
+    loner = sockets_of(m, cpus(get(r, "loner")))
+    assert sockets_of(m, cpus(get(r, "log-agent"))) == loner
+    assert sockets_of(m, cpus(get(r, "api"))).isdisjoint(loner)
+
+
+def check_even_spread(r: SimulationResult) -> None:
+    m = r.machine
+    per_node = [0, 0, 0]
+    for n in range(6):
+        (node,) = nodes_of(m, cpus(get(r, f"web-{n}")))
+        per_node[node] += 1
+    assert per_node == [2, 2, 2]
+    assert r.errors == ()
+
+
+def check_numa_node_labels(r: SimulationResult) -> None:
+    m = r.machine
+    nic_node = next(n.numa_node for n in m.nics if n.name == "ens5f0")
+    assert nodes_of(m, cpus(get(r, "packets"))) == {nic_node}
+    assert 1 not in nodes_of(m, cpus(get(r, "batch")))
+    assert nodes_of(m, cpus(get(r, "filler"))) == {3}
+    # Preferred node 3 had no room left: placed elsewhere, placed all the same.
+    assert 3 not in nodes_of(m, cpus(get(r, "report")))
+    assert r.errors == ()
+
+
 CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "exclusive-whole-cores": check_exclusive_whole_cores,
     "numa-packing": check_numa_packing,
@@ -232,6 +294,13 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "web-cache": check_web_cache,
     "restarts": check_restarts,
     "cri-resource-manager": check_cri_resource_manager,
+    "replicas-apart": check_replicas_apart,
+    "near-the-cache": check_near_the_cache,
+    "first-of-its-kind": check_first_of_its_kind,
+    "everyone-out": check_everyone_out,
+    "daemon-beside-a-loner": check_daemon_beside_a_loner,
+    "even-spread": check_even_spread,
+    "numa-node-labels": check_numa_node_labels,
 }
 
 
