@@ -560,11 +560,29 @@ class NodeAgent:
     def _update_container_resources(self, request: bytes, forward: Forward) -> bytes:
         req = _decode(cri_pb2.UpdateContainerResourcesRequest, request)
         cid = req.container_id
+        if cid not in self._books.sent or not req.HasField("linux"):
+            return forward(request)  # not the agent's (a stale read is harmless: checked below)
+        # One writer per container, in order: kubelet's update waits for an update of
+        # the agent's in flight, none starts meanwhile, and what is owed afterwards is
+        # built from the resources this one leaves.
+        try:
+            with self._updater.writing(cid):
+                return self._update_in_order(req, cid, request, forward)
+        finally:
+            self._flush()  # what is owed now, once the writer's turn is over
+
+    def _update_in_order(
+        self,
+        req: cri_pb2.UpdateContainerResourcesRequest,
+        cid: str,
+        request: bytes,
+        forward: Forward,
+    ) -> bytes:
         decision = None
         with self._lock:
             record = self._books.record(cid) if cid in self._books.sent else None
-            if record is None or not req.HasField("linux"):
-                record = None
+            if record is None:
+                new = None
             else:
                 # Fields left unset mean "unchanged" (a partial update, as crictl
                 # sends), not "zero": the runtime keeps them, and so does the agent.
@@ -578,7 +596,7 @@ class NodeAgent:
                     record = self._books.record(cid)
                     assert record is not None
                 write_cpusets(new, record.cpus, record.mems)
-        if record is None:
+        if record is None or new is None:
             return forward(request)
         req.linux.CopyFrom(new)
         try:
@@ -590,7 +608,6 @@ class NodeAgent:
                     self._books.want(cid)
                 snapshot = self._snapshot()
             self._writer.write(snapshot)
-            self._flush()
             raise
         with self._lock:
             if cid in self._books.sent:
@@ -599,7 +616,6 @@ class NodeAgent:
                 self._books.want(cid)
             snapshot = self._snapshot()
         self._writer.write(snapshot)
-        self._flush()
         if decision is not None:
             self._report(record.request.container, decision, "resized")
         return reply

@@ -8,10 +8,11 @@ synchronously; `start_worker` sends from a thread, retrying failures with backof
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -51,7 +52,8 @@ class Updater:
         self._changed = threading.Condition(self._lock)
         self._owed: dict[str, _Owed] = {}
         self._applied: dict[str, tuple[str, str]] = {}
-        self._sending: set[str] = set()
+        self._sending: set[str] = set()  # the agent's own updates at the runtime now
+        self._writing: set[str] = set()  # kubelet's updates being forwarded now
         # Containers whose StartContainer is in flight -> whether an update was in
         # flight at any moment of it (containerd 1.6 applies such an update to the
         # spec only: the task starts with the old cpuset).
@@ -79,6 +81,25 @@ class Updater:
             self._owed[container_id] = _Owed(copy)
             self._changed.notify_all()
 
+    @contextlib.contextmanager
+    def writing(self, container_id: str) -> Iterator[None]:
+        """kubelet's own update of the container is forwarded inside this: one writer
+        per container, in order. It waits for an update of the agent's in flight to
+        finish, and none starts meanwhile; what is owed afterwards is built (by
+        `want`, inside) from the resources kubelet's update leaves."""
+        with self._lock:
+            while container_id in self._sending or container_id in self._writing:
+                self._changed.wait()
+            self._writing.add(container_id)
+            if container_id in self._starting:
+                self._starting[container_id] = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writing.discard(container_id)
+                self._changed.notify_all()
+
     def force(self, container_id: str) -> None:
         """Forget what the runtime was last told, so the next `want` is sent even if
         it is the same: for when the runtime may not have applied what it accepted."""
@@ -94,6 +115,10 @@ class Updater:
         """StartContainer returned; True if an update was in flight while it ran."""
         with self._lock:
             return self._starting.pop(container_id, False)
+
+    def _free(self, container_id: str) -> bool:
+        """Lock held: nobody writes the container's resources at the runtime now."""
+        return container_id not in self._sending and container_id not in self._writing
 
     def _mark_sending(self, container_ids: Iterable[str]) -> None:
         """Lock held: these are being sent now."""
@@ -160,7 +185,7 @@ class Updater:
     def flush(self) -> int:
         """Send everything owed once, now (synchronous mode); returns how many are still owed."""
         with self._lock:
-            batch = [(cid, owed) for cid, owed in self._owed.items() if cid not in self._sending]
+            batch = [(cid, owed) for cid, owed in self._owed.items() if self._free(cid)]
             self._mark_sending(cid for cid, _ in batch)
         for cid, owed in batch:
             self._attempt(cid, owed)
@@ -182,11 +207,11 @@ class Updater:
                     due = [
                         (cid, owed)
                         for cid, owed in self._owed.items()
-                        if owed.due <= now and cid not in self._sending
+                        if owed.due <= now and self._free(cid)
                     ]
                     if due:
                         break
-                    waits = [o.due - now for c, o in self._owed.items() if c not in self._sending]
+                    waits = [o.due - now for c, o in self._owed.items() if self._free(c)]
                     self._changed.wait(min(waits) if waits else None)
                 self._mark_sending(cid for cid, _ in due)
             for cid, owed in due:

@@ -12,6 +12,7 @@ from agent.node.agent import CREATE_CONTAINER
 from agent.node.updates import Updater
 from agent.relay.backend import BackendError
 from agent.runtime.inprocess import IN_PROCESS_ENDPOINT, in_process_forward
+from agent.kubelet import kubelet_container_resources
 from agent.workload import QoSClass
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
@@ -175,4 +176,39 @@ def test_failed_kubelet_resize_leaves_the_move_owed(make_node: NodeFactory) -> N
     assert node.cpus(g) == placed[g]
     assert node.linux(g).cpu_quota == 200_000
     assert CPUSet.parse(node.cpus(be)).isdisjoint(CPUSet.parse(placed[g]))
+    assert node.agent.pending_updates() == 0
+
+
+def test_a_resize_and_the_agents_update_land_in_order(make_node: NodeFactory) -> None:
+    """kubelet resizes a container (memory 256 MiB) while the agent's cpuset update for
+    it, built from the old resources (128 MiB), is still at the runtime. One writer
+    per container, in order: the resize waits for the agent's update, so the runtime
+    ends with kubelet's latest resources and the agent's cpuset."""
+    node = make_node("desktop-1s-4c-ht", "grpc")
+    batch = node.container(node.pod("batch", QoSClass.BURSTABLE), "batch", 500, memory=128 << 20)
+    node.settle()
+    gate = node.runtime.hold_next("UpdateContainerResources")
+    node.guaranteed("db", 2)  # the agent narrows batch; that update is held
+    assert gate.entered.wait(5), "the agent never sent batch its new cpuset"
+    resized = kubelet_container_resources(500, 0, 256 << 20)
+    done = threading.Event()
+
+    def resize() -> None:
+        node.kubelet.update_container_resources(batch, resized)
+        done.set()
+
+    worker = threading.Thread(target=resize)
+    worker.start()
+    try:
+        overtook = done.wait(0.5)
+    finally:
+        gate.release.set()
+        worker.join(10)
+    assert not overtook, "kubelet's resize overtook the agent's update in flight"
+    assert done.is_set()
+    node.settle()
+    linux = node.linux(batch)
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert linux.memory_limit_in_bytes == 256 << 20
+    assert linux.cpuset_cpus == placed[batch].cpuset_cpus
     assert node.agent.pending_updates() == 0
