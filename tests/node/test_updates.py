@@ -8,11 +8,11 @@ import threading
 import grpc
 import pytest
 
+from agent.kubelet import kubelet_container_resources
 from agent.node.agent import CREATE_CONTAINER
 from agent.node.updates import Updater
 from agent.relay.backend import BackendError
 from agent.runtime.inprocess import IN_PROCESS_ENDPOINT, in_process_forward
-from agent.kubelet import kubelet_container_resources
 from agent.workload import QoSClass
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
