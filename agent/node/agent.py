@@ -274,7 +274,7 @@ class NodeAgent:
         self._updater.stop()
         with self._lock:
             snapshot = self._snapshot()
-        self._writer.write(snapshot)
+        self._writer.write(snapshot, full=True)  # a stopped agent leaves one whole file
 
     # -- start: state file + what the runtime runs ----------------------------
 
@@ -301,11 +301,11 @@ class NodeAgent:
     def _load(self) -> schema.SavedState:
         if self._store is None:
             return schema.EMPTY
-        loaded = self._store.load()
-        if loaded.payload is None:
+        payload = self._writer.load()
+        if payload is None:
             return schema.EMPTY
         try:
-            return schema.decode(loaded.payload)
+            return schema.decode(payload)
         except schema.StateFormatError as err:
             self._store.move_aside(f"unreadable payload: {err}")
             return schema.EMPTY

@@ -69,6 +69,7 @@ class _Payload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: Literal[2]
     pods: dict[str, _Pod]
     containers: dict[str, _Container]
+    journal: str = ""  # the generation of the journal that follows the file (journal.py)
 
 
 # -- decoded values ------------------------------------------------------------

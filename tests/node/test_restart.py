@@ -4,13 +4,13 @@ double-booking; gone ones are forgotten."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import Placement
+from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
@@ -78,16 +78,15 @@ def test_state_file_written_before_kubelet_gets_the_answer(
 ) -> None:
     node = make_node("desktop-1s-4c-ht", "inprocess", state_dir=tmp_path)
     _, g = node.guaranteed("db", 2)
-    document = json.loads((tmp_path / "state.json").read_text())
-    saved = document["payload"]["containers"][g]
+    payload = saved_payload(tmp_path)  # the state file and its journal
+    saved = payload["containers"][g]
     assert saved["exclusive_cpus"] == node.cpus(g)
     assert saved["pool"] == node.agent.placements()[0].pool
     assert saved["sent"]["cpu_quota"] == "200000"  # int64 as JSON string (proto3 JSON)
     assert saved["requested"]["cpu_quota"] == 200000
-    assert document["payload"]["pods"][saved["sandbox"]]["qosclass"] == "Guaranteed"
+    assert payload["pods"][saved["sandbox"]]["qosclass"] == "Guaranteed"
     node.kubelet.remove_container(g)
-    document = json.loads((tmp_path / "state.json").read_text())
-    assert g not in document["payload"]["containers"]
+    assert g not in saved_payload(tmp_path)["containers"]
 
 
 def test_start_on_a_busy_node_without_state(make_node: NodeFactory) -> None:

@@ -21,6 +21,7 @@ import grpc
 import pytest
 
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
+from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
@@ -146,8 +147,7 @@ def test_serves_signals_and_keeps_state(tmp_path: Path, runtime: tuple[str, Faul
     assert code == 0, stderr
     assert "configuration reload refused" in stderr and "log_level" in stderr
     assert not agent.listen.exists()  # socket removed on the way out
-    state = json.loads((agent.state_dir / "state.json").read_text())
-    assert container in json.dumps(state["payload"])
+    assert container in json.dumps(saved_payload(agent.state_dir))
 
 
 def test_state_survives_a_restart(tmp_path: Path, runtime: tuple[str, FaultyRuntime]) -> None:

@@ -4,7 +4,6 @@ can go down and come back, and the books check run after every crash."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.crashpoints import ENV as CRASH_ENV
 from agent.relay.server import RelayServer
+from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
@@ -126,7 +126,7 @@ class Agent:
         return self.proc.returncode, self.stderr()
 
     def state(self) -> dict[str, Any]:
-        payload: dict[str, Any] = json.loads(self.state_file.read_text())["payload"]
+        payload: dict[str, Any] = saved_payload(self.state_file.parent)
         return payload
 
 

@@ -19,6 +19,7 @@ from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.runtime.memory import MemoryRuntime
 from agent.state import SCHEMA_VERSION, StateStore
+from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from tests.node.conftest import InProcessKubelet
 from tests.robust.harness import RuntimeServer, Site, books_problems, create, live, run_pod
@@ -152,7 +153,7 @@ def test_topology_change_keeps_valid_placements_and_moves_the_rest(
         assert now[cids["batch"]].isdisjoint(keep | moved | gone)
         placed = {p.container_id: p for p in second.placements()}
         assert placed[cids["lose"]].exclusive and placed[cids["keep"]].exclusive
-        state_payload = json.loads((state / "state.json").read_text())["payload"]
+        state_payload = saved_payload(state)
         assert books_problems(runtime, state_payload) == []
     finally:
         second.close()

@@ -19,6 +19,7 @@ from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.runtime.memory import MemoryRuntime
 from agent.state import schema
+from agent.state.journal import saved_payload
 from agent.state.store import StateStore
 from agent.workload import QoSClass
 from proto import cri_pb2
@@ -50,7 +51,7 @@ def busy_node(make_node: NodeFactory, state_dir: Path) -> Any:
 
 def test_round_trip(make_node: NodeFactory, tmp_path: Path) -> None:
     node = busy_node(make_node, tmp_path)
-    payload = json.loads((tmp_path / "state.json").read_text())["payload"]
+    payload = saved_payload(tmp_path)
     saved = schema.decode(payload)
     records = node.agent._books.policy.records()
     assert set(saved.containers) == set(records)
@@ -109,7 +110,7 @@ def test_bad_payloads_name_the_path(
     names: str,
 ) -> None:
     busy_node(make_node, tmp_path)
-    payload = json.loads((tmp_path / "state.json").read_text())["payload"]
+    payload = saved_payload(tmp_path)
     bad = copy.deepcopy(payload)
     mutate(bad)
     with pytest.raises(schema.StateFormatError, match=names):
