@@ -128,14 +128,18 @@ class Daemon:
         store = StateStore(cfg.state_dir, machine_fingerprint(machine))
         self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
-        self.node = NodeAgent(
-            machine,
-            cfg.policy,
-            self._runtime,
-            store=store,
-            background_updates=True,
-            observer=metrics,
-        )
+        try:
+            self.node = NodeAgent(
+                machine,
+                cfg.policy,
+                self._runtime,
+                store=store,
+                background_updates=True,
+                observer=metrics,
+            )
+        except ConfigError as err:
+            # Keys only this machine can check (reserved_cpus, numa_labels).
+            raise StartupError(f"invalid configuration for this machine: {err}") from err
         self.node.start()
         self.reconciler = Reconciler(
             self.node, self._runtime, cfg.reconcile_period, observer=metrics

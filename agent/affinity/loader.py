@@ -73,7 +73,7 @@ class Scalar:
             return None
         try:
             value: int = _CONSTRUCTOR.construct_yaml_int(ScalarNode(_YAML_TAG + "int", self.text))
-        except ValueError:  # e.g. more digits than int() will convert
+        except (ValueError, IndexError):  # more digits than int() takes; `!!int ` (empty)
             return None
         return value
 

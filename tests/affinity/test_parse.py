@@ -513,6 +513,16 @@ ERRORS = [
         "[-1000, 1000]",
     ),
     (
+        # An explicit int tag on nothing: once an IndexError out of PyYAML's constructor.
+        AFF,
+        "web:\n- match: {key: name, operator: Exists}\n  weight: !!int \n",
+        "web",
+        1,
+        "weight",
+        f'{AFF}: container "web", rule 1: weight  (a YAML int) is not an integer in '
+        "[-1000, 1000]",
+    ),
+    (
         AFF,
         "web:\n- match: {key: name, operator: Exists}\n  weight: true\n",
         "web",

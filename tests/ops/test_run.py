@@ -176,6 +176,27 @@ def test_runtime_down_at_start_is_a_clear_error(tmp_path: Path) -> None:
     assert not agent.listen.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--reserved-cpus", "200"], "reserved_cpus: CPUs 200 are not online CPUs of this machine"),
+        (["--numa-labels", '{"7": {"example.com/x": "y"}}'], "numa_labels"),
+    ],
+)
+def test_configuration_this_machine_refuses_is_a_clear_error(
+    tmp_path: Path, runtime: tuple[str, FaultyRuntime], flags: list[str], message: str
+) -> None:
+    """Keys only the machine can check stop the agent with a message, not a traceback."""
+    endpoint, _ = runtime
+    agent = start_agent(tmp_path, endpoint, flags)
+    _, err = agent.proc.communicate(timeout=60)
+    text = err.decode()
+    assert agent.proc.returncode == 1
+    assert "cannot start: invalid configuration for this machine: " in text
+    assert message in text and "Traceback" not in text
+    assert not agent.listen.exists()
+
+
 def test_refusals_reach_the_caller(tmp_path: Path, runtime: tuple[str, FaultyRuntime]) -> None:
     endpoint, backend = runtime
     agent = start_agent(tmp_path, endpoint)
