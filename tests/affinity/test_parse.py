@@ -519,8 +519,7 @@ ERRORS = [
         "web",
         1,
         "weight",
-        f'{AFF}: container "web", rule 1: weight  (a YAML int) is not an integer in '
-        "[-1000, 1000]",
+        f'{AFF}: container "web", rule 1: weight  (a YAML int) is not an integer in [-1000, 1000]',
     ),
     (
         AFF,
