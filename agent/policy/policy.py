@@ -636,7 +636,7 @@ class Policy:
             state.namespaces[container.namespace] += 1
         self._taken |= exclusive
         cpus, mems = self._cpusets(record.pool, exclusive)
-        record = replace(record, cpus=cpus, mems=mems)
+        record = record.with_cpusets(cpus, mems)
         self._records[key] = record
         self._occupancy.add(
             key, record.request.container, record.request.rules, self._occupies(record)
@@ -696,7 +696,7 @@ class Policy:
             cpus, mems = self._cpusets(record.pool, 0)
             if (cpus, mems) != (record.cpus, record.mems):
                 self._orig.setdefault(key, (record.cpus, record.mems))
-                self._records[key] = replace(record, cpus=cpus, mems=mems)
+                self._records[key] = record.with_cpusets(cpus, mems)
 
     def _flush(self, exclude: str | None) -> tuple[CpusetUpdate, ...]:
         out = []

@@ -47,6 +47,21 @@ class PlacementRecord:
     def is_exclusive(self) -> bool:
         return self.need.kind is CpuKind.EXCLUSIVE and bool(self.exclusive)
 
+    def with_cpusets(self, cpus: CPUSet, mems: CPUSet) -> PlacementRecord:
+        """The same record with new cpusets (a shared container following its pool).
+        Built directly: dataclasses.replace costs several times more, and this runs
+        for every shared container of a pool each time exclusive CPUs move."""
+        return PlacementRecord(
+            self.request,
+            self.need,
+            self.pool,
+            self.exclusive,
+            cpus,
+            mems,
+            self.score,
+            self.explanation,
+        )
+
     def saved(self) -> SavedPlacement:
         return SavedPlacement(self.pool_name, self.exclusive, self.score, self.explanation)
 
