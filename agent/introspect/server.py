@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socketserver
 import threading
 from collections.abc import Callable
@@ -90,13 +89,14 @@ class IntrospectServer:
         try:
             server = _UnixHTTPServer(str(temp), self._provider)
         except OSError as err:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind the status socket: {err}") from err
         try:
-            os.chmod(temp, SOCKET_MODE)  # before it has its name: never readable by others
-            os.replace(temp, self.path)
-            self._inode = self.path.lstat().st_ino
+            # Bound in a private directory: reachable by others only once it has its mode.
+            self._inode = listen.publish(temp, self.path, SOCKET_MODE)
         except OSError as err:
             server.server_close()
+            listen.discard(temp)
             raise listen.ListenError(
                 f"{self.path}: cannot publish the status socket: {err}"
             ) from err

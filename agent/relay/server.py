@@ -223,8 +223,10 @@ class RelayServer:
         try:
             bound = server.add_insecure_port(f"unix://{temp.absolute()}")
         except RuntimeError as err:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind: {err}") from err
         if not bound:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind")
         server.start()
         try:
@@ -234,7 +236,7 @@ class RelayServer:
             self._inode = listen.publish(temp, path)
         except OSError as err:
             server.stop(None)
-            temp.unlink(missing_ok=True)
+            listen.discard(temp)
             raise listen.ListenError(f"{path}: cannot publish the socket: {err}") from err
         self._server = server
         log.info(
