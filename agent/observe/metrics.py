@@ -50,6 +50,13 @@ class PlacedLike(Protocol):
     def exclusive(self) -> bool: ...
 
 
+class StateFileLike(Protocol):
+    """What the collector reads from the state store (StateStore provides it)."""
+
+    @property
+    def write_failures(self) -> int: ...
+
+
 class StateSource(Protocol):
     """What the scrape-time collector reads (NodeAgent provides it)."""
 
@@ -103,6 +110,9 @@ class AgentMetrics:
     def watch(self, source: StateSource | None) -> None:
         self._state.source = source
 
+    def watch_state_file(self, store: StateFileLike | None) -> None:
+        self._state.store = store
+
     def observe_call(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
         child = self._call_children.get((method, code))
         if child is None:
@@ -122,12 +132,22 @@ class _StateCollector(Collector):
 
     def __init__(self) -> None:
         self.source: StateSource | None = None
+        self.store: StateFileLike | None = None
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: its families depend on the machine
 
     def collect(self) -> Iterator[Metric]:
         yield from _process_families()
+        store = self.store
+        if store is not None:
+            failures = CounterMetricFamily(
+                f"{PREFIX}_state_write_failures",
+                "State file writes that failed (read-only or full disk, state over its "
+                "size limit); the agent keeps serving, and its log says why",
+            )
+            failures.add_metric([], store.write_failures)
+            yield failures
         source = self.source
         if source is None:
             return
