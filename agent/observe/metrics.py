@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from agent import __version__
 from agent.observe.process import process_stats
 from agent.policy.policy import PoolCapacity
+from agent.relay.methods import KNOWN_METHODS
 
 PREFIX = "numa_agent"
 # A relayed call is the runtime's latency plus ours: sub-millisecond to seconds.
@@ -67,8 +68,14 @@ class StateSource(Protocol):
     def placements(self) -> Sequence[PlacedLike]: ...
 
 
+OTHER_METHOD = "other"
+
+
 def method_label(method: str) -> str:
-    """`/runtime.v1.RuntimeService/Version` -> `RuntimeService/Version`."""
+    """`/runtime.v1.RuntimeService/Version` -> `RuntimeService/Version`; every method
+    not in the CRI list -> `other`, so made-up names add no label sets."""
+    if method not in KNOWN_METHODS:
+        return OTHER_METHOD
     service, _, name = method.rpartition("/")
     return f"{service.rpartition('.')[2]}/{name}"
 
@@ -103,6 +110,7 @@ class AgentMetrics:
         for reason in REFUSAL_REASONS:
             self._refusals.labels(reason)
         # Label lookups take a lock and build a tuple; per-call cost stays a dict hit.
+        # Keyed by label, not method name: bounded by the CRI list times the codes.
         self._call_children: dict[tuple[str, grpc.StatusCode], Any] = {}
         self._state = _StateCollector()
         self.registry.register(self._state)
@@ -114,10 +122,11 @@ class AgentMetrics:
         self._state.store = store
 
     def observe_call(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
-        child = self._call_children.get((method, code))
+        label = method_label(method)
+        child = self._call_children.get((label, code))
         if child is None:
-            child = self._calls.labels(method_label(method), code.name)
-            self._call_children[method, code] = child
+            child = self._calls.labels(label, code.name)
+            self._call_children[label, code] = child
         child.observe(seconds)
 
     def decided(self, seconds: float) -> None:

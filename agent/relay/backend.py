@@ -13,8 +13,9 @@ import grpc
 
 from agent.relay.endpoint import Endpoint, probe
 from agent.relay.hooks import Metadata
+from agent.relay.methods import IMAGE_SERVICE, KNOWN_METHODS
 
-IMAGE_SERVICE_PREFIX = "/runtime.v1.ImageService/"
+IMAGE_SERVICE_PREFIX = IMAGE_SERVICE
 
 # The relay must not be the tighter limit: kubelet and the runtime set their own.
 CHANNEL_OPTIONS = (
@@ -100,26 +101,27 @@ class _Channel:
     def unary(self, method: str) -> Any:
         fn = self._unary.get(method)
         if fn is None:
-            with self._lock:
-                fn = self._unary.setdefault(
-                    method,
-                    self.channel.unary_unary(
-                        method, request_serializer=_identity, response_deserializer=_identity
-                    ),
-                )
+            fn = self.channel.unary_unary(
+                method, request_serializer=_identity, response_deserializer=_identity
+            )
+            if method in KNOWN_METHODS:  # unknown names are not kept (methods.py)
+                with self._lock:
+                    fn = self._unary.setdefault(method, fn)
         return fn
 
     def stream(self, method: str) -> Any:
         fn = self._stream.get(method)
         if fn is None:
-            with self._lock:
-                fn = self._stream.setdefault(
-                    method,
-                    self.channel.unary_stream(
-                        method, request_serializer=_identity, response_deserializer=_identity
-                    ),
-                )
+            fn = self.channel.unary_stream(
+                method, request_serializer=_identity, response_deserializer=_identity
+            )
+            if method in KNOWN_METHODS:
+                with self._lock:
+                    fn = self._stream.setdefault(method, fn)
         return fn
+
+    def cached_methods(self) -> frozenset[str]:
+        return frozenset(self._unary) | frozenset(self._stream)
 
     def close(self) -> None:
         self.channel.close()
@@ -198,6 +200,10 @@ class Backend:
             request, timeout=timeout, metadata=metadata, wait_for_ready=False
         )
         return call
+
+    def cached_methods(self) -> frozenset[str]:
+        """The methods with cached call objects: known CRI methods only."""
+        return self._runtime.cached_methods() | self._image.cached_methods()
 
     def close(self) -> None:
         self._runtime.close()

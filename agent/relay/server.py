@@ -20,22 +20,9 @@ from agent.relay import listen
 from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
+from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
 
 log = logging.getLogger(__name__)
-
-# Server-streaming CRI methods (shared/cri-wire-facts.md). Any other method,
-# known or not, is relayed as unary: a new streaming method must be added here.
-STREAMING_METHODS = frozenset(
-    {
-        "/runtime.v1.RuntimeService/StreamPodSandboxes",
-        "/runtime.v1.RuntimeService/StreamContainers",
-        "/runtime.v1.RuntimeService/StreamContainerStats",
-        "/runtime.v1.RuntimeService/StreamPodSandboxStats",
-        "/runtime.v1.RuntimeService/StreamPodSandboxMetrics",
-        "/runtime.v1.RuntimeService/GetContainerEvents",
-        "/runtime.v1.ImageService/StreamImages",
-    }
-)
 
 DEFAULT_MAX_WORKERS = 64
 
@@ -61,20 +48,24 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         method: str = handler_call_details.method
         handler = self._handlers.get(method)
         if handler is None:
-            # No request_deserializer/response_serializer: handlers see raw bytes.
-            # The one place calls are observed; without an observer, no wrapper at all.
-            if method in STREAMING_METHODS:
-                stream = self._stream if self._observer is None else self._observed_stream
-                handler = grpc.unary_stream_rpc_method_handler(
-                    lambda req, ctx: stream(method, req, ctx)
-                )
-            else:
-                unary = self._unary if self._observer is None else self._observed_unary
-                handler = grpc.unary_unary_rpc_method_handler(
-                    lambda req, ctx: unary(method, req, ctx)
-                )
-            self._handlers[method] = handler
+            handler = self._handler(method)
+            if method in KNOWN_METHODS:
+                # Unknown names are made per call: a caller inventing names must not
+                # grow this cache (the handler is a few objects, built in microseconds).
+                self._handlers[method] = handler
         return handler
+
+    def cached_methods(self) -> frozenset[str]:
+        return frozenset(self._handlers)
+
+    def _handler(self, method: str) -> Any:
+        # No request_deserializer/response_serializer: handlers see raw bytes.
+        # The one place calls are observed; without an observer, no wrapper at all.
+        if method in STREAMING_METHODS:
+            stream = self._stream if self._observer is None else self._observed_stream
+            return grpc.unary_stream_rpc_method_handler(lambda req, ctx: stream(method, req, ctx))
+        unary = self._unary if self._observer is None else self._observed_unary
+        return grpc.unary_unary_rpc_method_handler(lambda req, ctx: unary(method, req, ctx))
 
     def _observed_unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
         assert self._observer is not None
@@ -199,7 +190,7 @@ class RelayServer:
         self.hooks: dict[str, Hook] = dict(hooks or {})
         self._max_workers = max_workers
         self._socket_group = socket_group
-        self._observer = observer
+        self._dispatcher = _Dispatcher(self.backend, self.hooks, observer)
         self._server: Any = None
         self._inode: int | None = None
 
@@ -217,7 +208,7 @@ class RelayServer:
         temp = listen.prepare(path)
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="relay"),
-            handlers=(_Dispatcher(self.backend, self.hooks, self._observer),),
+            handlers=(self._dispatcher,),
             options=CHANNEL_OPTIONS,
         )
         try:
@@ -245,6 +236,11 @@ class RelayServer:
             self.backend.runtime_endpoint,
             self.backend.image_endpoint,
         )
+
+    def cached_methods(self) -> frozenset[str]:
+        """The methods with a cached handler: known CRI methods only, however many
+        names callers make up."""
+        return self._dispatcher.cached_methods()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops (or timeout); True if it stopped."""
