@@ -3,6 +3,15 @@
 One generic handler serves any `/service/method` path, as raw bytes, so CRI
 methods the agent has never heard of still work. A method listed in `hooks`
 is handed to its hook, which decides what reaches the runtime.
+
+Calls that stay open must not starve the others (issue 12): every call gets a
+thread of its own at once (pool.py), and limits.py caps each kind of call
+(pass-through, placement, stream, and callers still to send their request)
+separately, refusing the excess of one kind with RESOURCE_EXHAUSTED. Handlers
+are registered as request-streaming so that the relay, not grpc, reads the
+request message: a call that never sends it is then visible and can be let go.
+The server stays grpc's synchronous one, which relays a pass-through call with
+fewer thread hops than grpc.aio (measured: benchmarks/starvation_bench.py).
 """
 
 from __future__ import annotations
@@ -11,7 +20,6 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -20,14 +28,19 @@ from agent.relay import listen
 from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
+from agent.relay.limits import Gate, Limits, WaitingRoom
 from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
+from agent.relay.pool import ElasticExecutor
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_WORKERS = 64
-
 # Told of every call once it ends: (full method name, status code, seconds). Metrics.
 CallObserver = Callable[[str, grpc.StatusCode, float], None]
+
+# Calls refused by a limit in the very moment others finish hold a thread briefly
+# beyond Limits.total; this much slack keeps them from being refused by grpc instead.
+_SLACK = 16
+DEFAULT_LIMITS = Limits()
 
 
 def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
@@ -35,14 +48,32 @@ def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
     context.abort(err.code, err.details)
 
 
+def _final_code(context: grpc.ServicerContext) -> grpc.StatusCode:
+    """The status a call that raised ended with, for the observer."""
+    code: grpc.StatusCode | None = context.code()  # set by abort
+    if code is not None:
+        return code
+    # A call cancelled under the relay (the caller went, or it was pushed out of the
+    # waiting room) ends with no code of ours; anything else escaping is UNKNOWN.
+    return grpc.StatusCode.UNKNOWN if context.is_active() else grpc.StatusCode.CANCELLED
+
+
 class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(
-        self, backend: Backend, hooks: Mapping[str, Hook], observer: CallObserver | None = None
+        self,
+        backend: Backend,
+        hooks: Mapping[str, Hook],
+        observer: CallObserver | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._backend = backend
         self._hooks = hooks
         self._observer = observer
         self._handlers: dict[str, Any] = {}
+        self.waiting = WaitingRoom(limits.waiting)
+        self.passthrough = Gate("pass-through", limits.passthrough)
+        self.placement = Gate("placement", limits.placement)
+        self.streams = Gate("stream", limits.streams)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
@@ -60,44 +91,77 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
 
     def _handler(self, method: str) -> Any:
         # No request_deserializer/response_serializer: handlers see raw bytes.
-        # The one place calls are observed; without an observer, no wrapper at all.
         if method in STREAMING_METHODS:
-            stream = self._stream if self._observer is None else self._observed_stream
-            return grpc.unary_stream_rpc_method_handler(lambda req, ctx: stream(method, req, ctx))
-        unary = self._unary if self._observer is None else self._observed_unary
-        return grpc.unary_unary_rpc_method_handler(lambda req, ctx: unary(method, req, ctx))
+            return grpc.stream_stream_rpc_method_handler(
+                lambda requests, ctx: self._serve_stream(method, requests, ctx)
+            )
+        return grpc.stream_unary_rpc_method_handler(
+            lambda requests, ctx: self._serve_unary(method, requests, ctx)
+        )
 
-    def _observed_unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
-        assert self._observer is not None
+    def _receive(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> bytes:
+        """The call's one request message, read in the waiting room."""
+        ticket = self.waiting.enter(context)
+        try:
+            return next(requests)  # grpc.RpcError if cancelled meanwhile: grpc ends the call
+        except StopIteration:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{method} requires exactly one request message"
+            )
+            raise  # unreachable: abort raises
+        finally:
+            self.waiting.leave(ticket)
+
+    def _serve_unary(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> bytes:
         start = time.perf_counter()
         try:
-            response = self._unary(method, request, context)
+            request = self._receive(method, requests, context)
+            hook = self._hooks.get(method)
+            gate = self.placement if hook else self.passthrough
+            if not gate.try_enter():
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+            try:
+                response = self._unary(method, request, context, hook)
+            finally:
+                gate.leave()
         except BaseException:
-            # context.abort set the code before raising; anything else is UNKNOWN to the caller.
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            self._observer(method, code, time.perf_counter() - start)
+            if self._observer is not None:
+                self._observer(method, _final_code(context), time.perf_counter() - start)
             raise
-        self._observer(method, grpc.StatusCode.OK, time.perf_counter() - start)
+        if self._observer is not None:
+            self._observer(method, grpc.StatusCode.OK, time.perf_counter() - start)
         return response
 
-    def _observed_stream(
-        self, method: str, request: bytes, context: grpc.ServicerContext
+    def _serve_stream(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[bytes]:
-        assert self._observer is not None
         start = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            yield from self._stream(method, request, context)
+            request = self._receive(method, requests, context)
+            if not self.streams.try_enter():
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.streams.refusal(method))
+            try:
+                yield from self._stream(method, request, context)
+            finally:
+                self.streams.leave()
         except GeneratorExit:
             code = grpc.StatusCode.CANCELLED  # the caller went away mid-stream
             raise
         except BaseException:
-            code = context.code() or grpc.StatusCode.UNKNOWN
+            code = _final_code(context)
             raise
         finally:
-            self._observer(method, code, time.perf_counter() - start)
+            if self._observer is not None:
+                self._observer(method, code, time.perf_counter() - start)
 
-    def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _unary(
+        self, method: str, request: bytes, context: grpc.ServicerContext, hook: Hook | None
+    ) -> bytes:
         metadata = passable(context.invocation_metadata())
         replies: list[Reply] = []
 
@@ -114,7 +178,6 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
             replies.append(reply)
             return reply.body
 
-        hook = self._hooks.get(method)
         try:
             response = hook(request, forward, context) if hook else forward(request)
         except BackendError as err:
@@ -178,9 +241,9 @@ class RelayServer:
         runtime_endpoint: str,
         image_endpoint: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
-        max_workers: int = DEFAULT_MAX_WORKERS,
         socket_group: str = "",
         observer: CallObserver | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.listen = Endpoint.parse(listen_endpoint)
         self.backend = Backend(
@@ -188,9 +251,10 @@ class RelayServer:
             Endpoint.parse(image_endpoint) if image_endpoint else None,
         )
         self.hooks: dict[str, Hook] = dict(hooks or {})
-        self._max_workers = max_workers
+        self.limits = limits
         self._socket_group = socket_group
-        self._dispatcher = _Dispatcher(self.backend, self.hooks, observer)
+        self._dispatcher = _Dispatcher(self.backend, self.hooks, observer, limits)
+        self._executor: ElasticExecutor | None = None
         self._server: Any = None
         self._inode: int | None = None
 
@@ -206,10 +270,15 @@ class RelayServer:
         """
         path = self.listen.path
         temp = listen.prepare(path)
+        capacity = self.limits.total + _SLACK
+        executor = ElasticExecutor(capacity, name="relay")
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="relay"),
+            executor,
             handlers=(self._dispatcher,),
             options=CHANNEL_OPTIONS,
+            # Beyond this grpc refuses with RESOURCE_EXHAUSTED itself, so no call ever
+            # waits for a thread; the per-kind limits refuse long before.
+            maximum_concurrent_rpcs=capacity,
         )
         try:
             bound = server.add_insecure_port(f"unix://{temp.absolute()}")
@@ -230,12 +299,27 @@ class RelayServer:
             listen.discard(temp)
             raise listen.ListenError(f"{path}: cannot publish the socket: {err}") from err
         self._server = server
+        self._executor = executor
         log.info(
             "relaying %s -> %s (images: %s)",
             self.listen,
             self.backend.runtime_endpoint,
             self.backend.image_endpoint,
         )
+
+    def in_flight(self) -> dict[str, int]:
+        """Calls held now, per kind (Limits' names)."""
+        d = self._dispatcher
+        return {
+            "waiting": d.waiting.in_flight,
+            "passthrough": d.passthrough.in_flight,
+            "placement": d.placement.in_flight,
+            "streams": d.streams.in_flight,
+        }
+
+    def threads(self) -> int:
+        """The relay's worker threads alive now (busy or idle)."""
+        return 0 if self._executor is None else self._executor.threads
 
     def cached_methods(self) -> frozenset[str]:
         """The methods with a cached handler: known CRI methods only, however many
@@ -251,6 +335,9 @@ class RelayServer:
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
         if self._inode is not None:
             listen.withdraw(self.listen.path, self._inode)
             self._inode = None
