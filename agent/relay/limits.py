@@ -136,6 +136,7 @@ class WaitingRoom:
             old.cancel()  # its thread, blocked reading the request, wakes up and ends
         return ticket
 
-    def leave(self, ticket: int) -> None:
+    def leave(self, ticket: int) -> bool:
+        """False if the call was pushed out (cancelled) while it waited."""
         with self._lock:
-            self._waiting.pop(ticket, None)
+            return self._waiting.pop(ticket, None) is not None

@@ -31,6 +31,7 @@ from agent.relay.hooks import Hook, HookAbort
 from agent.relay.limits import Gate, Limits, WaitingRoom
 from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
 from agent.relay.pool import ElasticExecutor
+from agent.relay.streams import StreamCancelled
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +105,26 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
     ) -> bytes:
         """The call's one request message, read in the waiting room."""
         ticket = self.waiting.enter(context)
+        request: bytes | None = None
         try:
-            return next(requests)  # grpc.RpcError if cancelled meanwhile: grpc ends the call
+            request = next(requests)
         except StopIteration:
+            pass
+        finally:
+            # grpc.RpcError from next() (the caller went) propagates: grpc ends the call.
+            pushed_out = not self.waiting.leave(ticket)
+        if pushed_out:
+            # Cancelled under it: whatever arrived meanwhile must not reach the runtime.
+            context.abort(
+                grpc.StatusCode.CANCELLED,
+                f"{method}: no request message while {self.waiting.limit} other calls waited",
+            )
+        if request is None:
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"{method} requires exactly one request message"
             )
-            raise  # unreachable: abort raises
-        finally:
-            self.waiting.leave(ticket)
+        assert request is not None  # abort raised otherwise
+        return request
 
     def _serve_unary(
         self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
@@ -149,6 +161,7 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
                 yield from self._stream(method, request, context)
             finally:
                 self.streams.leave()
+            code = context.code() or grpc.StatusCode.OK
         except GeneratorExit:
             code = grpc.StatusCode.CANCELLED  # the caller went away mid-stream
             raise
@@ -205,7 +218,7 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
     def _stream(
         self, method: str, request: bytes, context: grpc.ServicerContext
     ) -> Iterator[bytes]:
-        call: Any = self._backend.stream(
+        call = self._backend.stream(
             method,
             request,
             timeout=remaining(context),
@@ -225,6 +238,16 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
                 yield message
         except grpc.RpcError as err:
             _abort(context, self._backend.error(method, err))
+        except StreamCancelled:
+            # The caller went away or its deadline passed; nobody to tell, but the
+            # observer counts the call as the caller saw it end.
+            expired = remaining(context) == 0
+            context.set_code(
+                grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+            )
+            return
+        finally:
+            call.cancel()  # ended early (the caller went): the runtime call too
         context.set_trailing_metadata(passable(call.trailing_metadata()))
 
 
