@@ -1,5 +1,6 @@
-"""`make bench`: relay cost, placement speed and placement quality in one run;
-prints the tables and writes everything as JSON (bench-results/results.json)."""
+"""`make bench`: relay cost, worker starvation, unknown method names, placement speed
+and placement quality in one run (or some: --only); prints the tables and writes
+everything as JSON (bench-results/results.json)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from typing import Any
 
 import psutil
 
-from benchmarks import placement_bench, quality, relay_bench, report
+from benchmarks import (
+    method_names_bench,
+    placement_bench,
+    quality,
+    relay_bench,
+    report,
+    starvation_bench,
+)
+
+PARTS = ("relay", "starvation", "method-names", "placement", "quality")
 
 
 def machine_info() -> dict[str, Any]:
@@ -52,34 +62,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
     parser.add_argument("--no-containerd", action="store_true")
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)",
+    )
     args = parser.parse_args(argv)
+    parts = set(args.only.split(","))
+    if parts - set(PARTS):
+        parser.error(f"--only: unknown parts {sorted(parts - set(PARTS))}; known: {PARTS}")
 
     began = time.monotonic()
     results: dict[str, Any] = {"machine": machine_info(), "quick": args.quick}
     print(f"machine: {results['machine']}\n", flush=True)
 
-    plan = relay_bench.QUICK if args.quick else relay_bench.Plan()
-    ctrd_plan = (
-        None
-        if args.no_containerd
-        else (relay_bench.QUICK if args.quick else relay_bench.CONTAINERD_PLAN)
-    )
-    relay: dict[str, Any] = relay_bench.evaluate(plan, ctrd_plan)
-    results["relay"] = relay
-    for name, backend in relay.items():
-        print(f"## Relay cost: {name} (ms; 'added' = agent p50 - direct p50)\n")
-        print(report.relay_table(backend), "\n", flush=True)
+    if "relay" in parts:
+        plan = relay_bench.QUICK if args.quick else relay_bench.Plan()
+        ctrd_plan = (
+            None
+            if args.no_containerd
+            else (relay_bench.QUICK if args.quick else relay_bench.CONTAINERD_PLAN)
+        )
+        relay: dict[str, Any] = relay_bench.evaluate(plan, ctrd_plan)
+        results["relay"] = relay
+        for name, backend in relay.items():
+            print(f"## Relay cost: {name} (ms; 'added' = agent p50 - direct p50)\n")
+            print(report.relay_table(backend), "\n", flush=True)
 
-    speed = placement_speed(20 if args.quick else 200)
-    results["placement_speed"] = speed
-    print("## Placement decision time (Policy.place, 512 CPUs)\n")
-    print(report.speed_table(speed), "\n", flush=True)
+    if "starvation" in parts:
+        held = starvation_bench.evaluate(
+            starvation_bench.QUICK if args.quick else starvation_bench.Plan()
+        )
+        results["starvation"] = held
+        print("## Worker starvation: latency idle and while held (ms)\n")
+        print(starvation_bench.table(held), "\n", flush=True)
 
-    rows = quality.evaluate()
-    results["quality"] = {"scenarios": rows, "summary": report.quality_summary(rows)}
-    print("## Placement quality\n")
-    print(report.quality_table(rows), "\n")
-    print(json.dumps(results["quality"]["summary"], indent=1))
+    if "method-names" in parts:
+        names = method_names_bench.evaluate(
+            method_names_bench.QUICK_NAMES if args.quick else method_names_bench.NAMES
+        )
+        results["method_names"] = names
+        print("## Unknown method names\n")
+        print(method_names_bench.summary(names), "\n", flush=True)
+
+    if "placement" in parts:
+        speed = placement_speed(20 if args.quick else 200)
+        results["placement_speed"] = speed
+        print("## Placement decision time (Policy.place, 512 CPUs)\n")
+        print(report.speed_table(speed), "\n", flush=True)
+
+    if "quality" in parts:
+        rows = quality.evaluate()
+        results["quality"] = {"scenarios": rows, "summary": report.quality_summary(rows)}
+        print("## Placement quality\n")
+        print(report.quality_table(rows), "\n")
+        print(json.dumps(results["quality"]["summary"], indent=1))
 
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ the agent's RSS before and after, and the size of its /metrics page."""
 from __future__ import annotations
 
 import itertools
+import socket
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +24,6 @@ CONCURRENCY = 8
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -109,6 +108,14 @@ def measure(base: Path, runtime_sock: Path, names: int) -> Result:
             )
     finally:
         agent.stop()
+
+
+def summary(result: dict[str, object]) -> str:
+    return (
+        f"{result['names']} distinct unknown method names relayed in {result['seconds']} s: "
+        f"agent RSS {result['rss_before_mib']} -> {result['rss_after_mib']} MiB, "
+        f"/metrics {result['metrics_before_bytes']} -> {result['metrics_after_bytes']} bytes"
+    )
 
 
 if __name__ == "__main__":
