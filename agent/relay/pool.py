@@ -76,15 +76,8 @@ class ElasticExecutor(futures.Executor):
                 with self._lock:
                     self._threads -= 1
                 return
-            future, fn, args, kwargs = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    result = fn(*args, **kwargs)
-                except BaseException as err:
-                    future.set_exception(err)
-                else:
-                    future.set_result(result)
-            del item, future, fn, args, kwargs  # no references kept while idle
+            _execute(item)
+            del item  # an idle thread keeps no reference to its last call
             self._idle.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -96,3 +89,15 @@ class ElasticExecutor(futures.Executor):
             threads = self._threads
         for _ in range(threads):
             self._work.put(None)
+
+
+def _execute(item: _Work) -> None:
+    future, fn, args, kwargs = item
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as err:
+        future.set_exception(err)
+    else:
+        future.set_result(result)

@@ -103,7 +103,9 @@ class StateDirLock:
         directory: the same thing every agent on this read-only directory locks."""
         try:
             fd = os.open(self.path, _OPEN_READ_ONLY)
-        except FileNotFoundError:
+        except OSError as err:
+            if err.errno not in (errno.ENOENT, errno.ELOOP):  # missing, or a symlink
+                raise
             return os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)

@@ -70,14 +70,16 @@ def test_fifo_planted_as_the_lock_does_not_block(tmp_path: Path, lock: list[Stat
     assert (state / "lock").read_text() == f"{os.getpid()}\n"
 
 
-@pytest.mark.parametrize("lock_file_exists", [True, False])
+@pytest.mark.parametrize("lock_file", ["file", "missing", "symlink"])
 def test_read_only_directory_is_locked_and_reported(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, lock_file_exists: bool
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, lock_file: str
 ) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    if lock_file_exists:
+    if lock_file == "file":
         (state / "lock").write_text("12345\n")
+    elif lock_file == "symlink":
+        (state / "lock").symlink_to(tmp_path / "victim")
     with read_only(state):
         first = StateDirLock(state)
         with caplog.at_level(logging.WARNING):
