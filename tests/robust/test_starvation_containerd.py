@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -57,8 +58,11 @@ def agent(containerd: PrivateContainerd) -> Iterator[Daemon]:  # noqa: F811
         runtime_wait_s=10,
     )
     daemon.start()
-    yield daemon
-    daemon.stop(0)
+    try:
+        yield daemon
+    finally:
+        daemon.stop(0)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _timed(seconds: float, call: Any) -> Any:
