@@ -128,6 +128,8 @@ class Daemon:
         store = StateStore(cfg.state_dir, machine_fingerprint(machine))
         self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
+        if metrics is not None:
+            metrics.watch_state_file(store)  # a read-only state dir serves, counting failures
         try:
             self.node = NodeAgent(
                 machine,

@@ -1,10 +1,12 @@
-"""`make bench`: relay cost, placement speed, placement quality and the machine map's
-size and render time in one run; prints the tables and writes everything as JSON
+"""`make bench`: relay cost, worker starvation, unknown method names, large
+annotations, placement speed and quality, and the machine map's size and render
+time in one run (or some: --only); prints the tables and writes everything as JSON
 (bench-results/results.json)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -15,7 +17,26 @@ from typing import Any
 
 import psutil
 
-from benchmarks import machine_map_bench, placement_bench, quality, relay_bench, report
+from benchmarks import (
+    annotations_bench,
+    machine_map_bench,
+    method_names_bench,
+    placement_bench,
+    quality,
+    relay_bench,
+    report,
+    starvation_bench,
+)
+
+PARTS = (
+    "relay",
+    "starvation",
+    "method-names",
+    "annotations",
+    "placement",
+    "quality",
+    "machine-map",
+)
 
 
 def machine_info() -> dict[str, Any]:
@@ -40,11 +61,18 @@ def placement_speed(samples: int) -> list[dict[str, Any]]:
     rows = []
     for name, spec in placement_bench.MACHINES.items():
         hw = placement_bench.machine(spec)
-        for placed in placement_bench.PLACED:
-            p50, p99, count = placement_bench.measure(hw, placed, samples)
-            rows.append(
-                {"machine": name, "placed": count, "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)}
-            )
+        for workload in placement_bench.WORKLOADS:
+            for placed in placement_bench.PLACED:
+                p50, p99, count = placement_bench.measure(hw, placed, samples, workload)
+                rows.append(
+                    {
+                        "machine": name,
+                        "workload": workload,
+                        "placed": count,
+                        "p50_ms": round(p50, 3),
+                        "p99_ms": round(p99, 3),
+                    }
+                )
     return rows
 
 
@@ -53,39 +81,73 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
     parser.add_argument("--no-containerd", action="store_true")
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)",
+    )
     args = parser.parse_args(argv)
+    parts = set(args.only.split(","))
+    if parts - set(PARTS):
+        parser.error(f"--only: unknown parts {sorted(parts - set(PARTS))}; known: {PARTS}")
 
     began = time.monotonic()
     results: dict[str, Any] = {"machine": machine_info(), "quick": args.quick}
     print(f"machine: {results['machine']}\n", flush=True)
 
-    plan = relay_bench.QUICK if args.quick else relay_bench.Plan()
-    ctrd_plan = (
-        None
-        if args.no_containerd
-        else (relay_bench.QUICK if args.quick else relay_bench.CONTAINERD_PLAN)
-    )
-    relay: dict[str, Any] = relay_bench.evaluate(plan, ctrd_plan)
-    results["relay"] = relay
-    for name, backend in relay.items():
-        print(f"## Relay cost: {name} (ms; 'added' = agent p50 - direct p50)\n")
-        print(report.relay_table(backend), "\n", flush=True)
+    if "relay" in parts:
+        plan = relay_bench.QUICK if args.quick else relay_bench.Plan()
+        ctrd_plan = (
+            None
+            if args.no_containerd
+            else (relay_bench.QUICK if args.quick else relay_bench.CONTAINERD_PLAN)
+        )
+        relay: dict[str, Any] = relay_bench.evaluate(plan, ctrd_plan)
+        results["relay"] = relay
+        for name, backend in relay.items():
+            print(f"## Relay cost: {name} (ms; 'added' = agent p50 - direct p50)\n")
+            print(report.relay_table(backend), "\n", flush=True)
 
-    speed = placement_speed(20 if args.quick else 200)
-    results["placement_speed"] = speed
-    print("## Placement decision time (Policy.place, 512 CPUs)\n")
-    print(report.speed_table(speed), "\n", flush=True)
+    if "starvation" in parts:
+        held = starvation_bench.evaluate(
+            starvation_bench.QUICK if args.quick else starvation_bench.Plan()
+        )
+        results["starvation"] = held
+        print("## Worker starvation: latency idle and while held (ms)\n")
+        print(starvation_bench.table(held), "\n", flush=True)
 
-    rows = quality.evaluate()
-    results["quality"] = {"scenarios": rows, "summary": report.quality_summary(rows)}
-    print("## Placement quality\n")
-    print(report.quality_table(rows), "\n")
-    print(json.dumps(results["quality"]["summary"], indent=1))
+    if "method-names" in parts:
+        names = method_names_bench.evaluate(
+            method_names_bench.QUICK_NAMES if args.quick else method_names_bench.NAMES
+        )
+        results["method_names"] = names
+        print("## Unknown method names\n")
+        print(method_names_bench.summary(names), "\n", flush=True)
 
-    page = machine_map_bench.measure(3 if args.quick else 20, args.out)
-    results["machine_map"] = page.as_dict()
-    print("\n## Machine map (512 CPUs, 500 containers)\n")
-    print(machine_map_bench.report(page), flush=True)
+    if "annotations" in parts:
+        big = annotations_bench.measure(args.quick)
+        results["annotations"] = dataclasses.asdict(big)
+        print("## Large annotations (64 KiB rules, 200 KiB pods)\n")
+        print(annotations_bench.report(big), "\n", flush=True)
+
+    if "placement" in parts:
+        speed = placement_speed(20 if args.quick else 200)
+        results["placement_speed"] = speed
+        print("## Placement decision time (Policy.place, 512 CPUs)\n")
+        print(report.speed_table(speed), "\n", flush=True)
+
+    if "quality" in parts:
+        rows = quality.evaluate()
+        results["quality"] = {"scenarios": rows, "summary": report.quality_summary(rows)}
+        print("## Placement quality\n")
+        print(report.quality_table(rows), "\n")
+        print(json.dumps(results["quality"]["summary"], indent=1))
+
+    if "machine-map" in parts:
+        page = machine_map_bench.measure(3 if args.quick else 20, args.out)
+        results["machine_map"] = page.as_dict()
+        print("\n## Machine map (512 CPUs, 500 containers)\n")
+        print(machine_map_bench.report(page), flush=True)
 
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.mkdir(parents=True, exist_ok=True)

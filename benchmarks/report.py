@@ -69,8 +69,11 @@ def relay_table(backend: Mapping[str, Any]) -> str:
 
 def speed_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return table(
-        ("machine", "placed", "p50 ms", "p99 ms"),
-        [(r["machine"], r["placed"], r["p50_ms"], r["p99_ms"]) for r in rows],
+        ("machine", "workload", "placed", "p50 ms", "p99 ms"),
+        [
+            (r["machine"], r.get("workload", "cri-rm"), r["placed"], r["p50_ms"], r["p99_ms"])
+            for r in rows
+        ],
     )
 
 

@@ -1,5 +1,6 @@
-"""The in-memory runtime in its own process, for the relay benchmark: serves the
-socket given as argument, prints "ready", stops when its stdin closes."""
+"""The in-memory runtime in its own process, for the relay benchmarks and tests that
+pause it (SIGSTOP): serves the socket given as argument with MAX_WORKERS threads
+(default 32), prints "ready", stops when its stdin closes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from devtools.fake_runtime import serve_memory_runtime
 
 
 def main(argv: list[str]) -> int:
-    server, _ = serve_memory_runtime(argv[0], max_workers=32)
+    workers = int(argv[1]) if len(argv) > 1 else 32
+    server, _ = serve_memory_runtime(argv[0], max_workers=workers)
     print("ready", flush=True)
     sys.stdin.read()  # the benchmark closes our stdin to stop us
     server.stop(0)

@@ -7,11 +7,13 @@ client needs nothing generated; both ends are the standard library.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import os
+import socket
 import socketserver
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -25,6 +27,12 @@ log = logging.getLogger(__name__)
 STATUS_PATH = "/status"
 SOCKET_MODE = 0o600
 POLL_S = 0.05  # how often the serving loop looks for a stop request
+# Connections served at once (a thread each). When full, the oldest is closed to make
+# room: a real client asks and is answered within milliseconds, so the oldest is the
+# one that connected and said nothing.
+MAX_CONNECTIONS = 16
+CLIENT_TIMEOUT_S = 5.0  # a client silent this long mid-request is dropped
+LISTEN_BACKLOG = 128  # socketserver's default of 5 refuses the 6th quick connect
 
 # Builds the status document; called on a server thread for every request.
 StatusProvider = Callable[[], dict[str, Any]]
@@ -38,6 +46,7 @@ def status_socket_path(listen_endpoint: str) -> Path:
 
 class _Handler(BaseHTTPRequestHandler):
     server: _UnixHTTPServer
+    timeout = CLIENT_TIMEOUT_S
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0] != STATUS_PATH:
@@ -68,10 +77,35 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, path: str, provider: StatusProvider) -> None:
         self.provider = provider
+        self._open: OrderedDict[int, socket.socket] = OrderedDict()
+        self._open_lock = threading.Lock()
         super().__init__(path, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        pushed_out: list[socket.socket] = []
+        with self._open_lock:
+            while len(self._open) >= MAX_CONNECTIONS:
+                pushed_out.append(self._open.popitem(last=False)[1])
+            self._open[id(request)] = request
+        for old in pushed_out:
+            log.debug("status endpoint: closing the oldest of %d open connections", MAX_CONNECTIONS)
+            with contextlib.suppress(OSError):
+                old.shutdown(socket.SHUT_RDWR)  # its thread reads end-of-file and ends
+        super().process_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went (or was pushed out) mid-answer; socketserver would print
+        # a traceback to stderr.
+        log.debug("status endpoint: a connection failed", exc_info=True)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(id(request), None)
+        super().shutdown_request(request)
 
 
 class IntrospectServer:
@@ -90,13 +124,14 @@ class IntrospectServer:
         try:
             server = _UnixHTTPServer(str(temp), self._provider)
         except OSError as err:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind the status socket: {err}") from err
         try:
-            os.chmod(temp, SOCKET_MODE)  # before it has its name: never readable by others
-            os.replace(temp, self.path)
-            self._inode = self.path.lstat().st_ino
+            # Bound in a private directory: reachable by others only once it has its mode.
+            self._inode = listen.publish(temp, self.path, SOCKET_MODE)
         except OSError as err:
             server.server_close()
+            listen.discard(temp)
             raise listen.ListenError(
                 f"{self.path}: cannot publish the status socket: {err}"
             ) from err

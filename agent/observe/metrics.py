@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from agent import __version__
 from agent.observe.process import process_stats
 from agent.policy.policy import PoolCapacity
+from agent.relay.methods import KNOWN_METHODS
 
 PREFIX = "numa_agent"
 # A relayed call is the runtime's latency plus ours: sub-millisecond to seconds.
@@ -50,6 +51,13 @@ class PlacedLike(Protocol):
     def exclusive(self) -> bool: ...
 
 
+class StateFileLike(Protocol):
+    """What the collector reads from the state store (StateStore provides it)."""
+
+    @property
+    def write_failures(self) -> int: ...
+
+
 class StateSource(Protocol):
     """What the scrape-time collector reads (NodeAgent provides it)."""
 
@@ -60,8 +68,14 @@ class StateSource(Protocol):
     def placements(self) -> Sequence[PlacedLike]: ...
 
 
+OTHER_METHOD = "other"
+
+
 def method_label(method: str) -> str:
-    """`/runtime.v1.RuntimeService/Version` -> `RuntimeService/Version`."""
+    """`/runtime.v1.RuntimeService/Version` -> `RuntimeService/Version`; every method
+    not in the CRI list -> `other`, so made-up names add no label sets."""
+    if method not in KNOWN_METHODS:
+        return OTHER_METHOD
     service, _, name = method.rpartition("/")
     return f"{service.rpartition('.')[2]}/{name}"
 
@@ -108,6 +122,7 @@ class AgentMetrics:
             registry=self.registry,
         )
         # Label lookups take a lock and build a tuple; per-call cost stays a dict hit.
+        # Keyed by label, not method name: bounded by the CRI list times the codes.
         self._call_children: dict[tuple[str, grpc.StatusCode], Any] = {}
         self._state = _StateCollector()
         self.registry.register(self._state)
@@ -115,11 +130,15 @@ class AgentMetrics:
     def watch(self, source: StateSource | None) -> None:
         self._state.source = source
 
+    def watch_state_file(self, store: StateFileLike | None) -> None:
+        self._state.store = store
+
     def observe_call(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
-        child = self._call_children.get((method, code))
+        label = method_label(method)
+        child = self._call_children.get((label, code))
         if child is None:
-            child = self._calls.labels(method_label(method), code.name)
-            self._call_children[method, code] = child
+            child = self._calls.labels(label, code.name)
+            self._call_children[label, code] = child
         child.observe(seconds)
 
     def decided(self, seconds: float) -> None:
@@ -140,12 +159,22 @@ class _StateCollector(Collector):
 
     def __init__(self) -> None:
         self.source: StateSource | None = None
+        self.store: StateFileLike | None = None
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: its families depend on the machine
 
     def collect(self) -> Iterator[Metric]:
         yield from _process_families()
+        store = self.store
+        if store is not None:
+            failures = CounterMetricFamily(
+                f"{PREFIX}_state_write_failures",
+                "State file writes that failed (read-only or full disk, state over its "
+                "size limit); the agent keeps serving, and its log says why",
+            )
+            failures.add_metric([], store.write_failures)
+            yield failures
         source = self.source
         if source is None:
             return

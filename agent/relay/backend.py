@@ -5,7 +5,7 @@ image endpoints, raw-bytes calls on any method path, and runtime failures as
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +13,10 @@ import grpc
 
 from agent.relay.endpoint import Endpoint, probe
 from agent.relay.hooks import Metadata
+from agent.relay.methods import IMAGE_SERVICE, KNOWN_METHODS
+from agent.relay.streams import PumpedStream, StreamPump
 
-IMAGE_SERVICE_PREFIX = "/runtime.v1.ImageService/"
+IMAGE_SERVICE_PREFIX = IMAGE_SERVICE
 
 # The relay must not be the tighter limit: kubelet and the runtime set their own.
 CHANNEL_OPTIONS = (
@@ -88,38 +90,27 @@ def _identity(data: bytes) -> bytes:
 
 
 class _Channel:
-    """One endpoint's channel, with callables per method path created once."""
+    """One endpoint's channel, with unary callables per known method created once."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.channel = grpc.insecure_channel(endpoint.target, options=RUNTIME_CHANNEL_OPTIONS)
         self._unary: dict[str, Any] = {}
-        self._stream: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def unary(self, method: str) -> Any:
         fn = self._unary.get(method)
         if fn is None:
-            with self._lock:
-                fn = self._unary.setdefault(
-                    method,
-                    self.channel.unary_unary(
-                        method, request_serializer=_identity, response_deserializer=_identity
-                    ),
-                )
+            fn = self.channel.unary_unary(
+                method, request_serializer=_identity, response_deserializer=_identity
+            )
+            if method in KNOWN_METHODS:  # unknown names are not kept (methods.py)
+                with self._lock:
+                    fn = self._unary.setdefault(method, fn)
         return fn
 
-    def stream(self, method: str) -> Any:
-        fn = self._stream.get(method)
-        if fn is None:
-            with self._lock:
-                fn = self._stream.setdefault(
-                    method,
-                    self.channel.unary_stream(
-                        method, request_serializer=_identity, response_deserializer=_identity
-                    ),
-                )
-        return fn
+    def cached_methods(self) -> frozenset[str]:
+        return frozenset(self._unary)
 
     def close(self) -> None:
         self.channel.close()
@@ -141,6 +132,7 @@ class Backend:
             if self.image_endpoint == runtime_endpoint
             else _Channel(self.image_endpoint)
         )
+        self._pump = StreamPump(RUNTIME_CHANNEL_OPTIONS)
 
     def _channel(self, method: str) -> _Channel:
         return self._image if method.startswith(IMAGE_SERVICE_PREFIX) else self._runtime
@@ -190,16 +182,19 @@ class Backend:
         *,
         timeout: float | None = None,
         metadata: Metadata = (),
-    ) -> Iterator[bytes]:
-        """A server-streaming call: the grpc call object (iterate it; `.cancel()`;
-        grpc.RpcError while iterating, to be turned into BackendError by `error`)."""
-        fn = self._channel(method).stream(method)
-        call: Iterator[bytes] = fn(
-            request, timeout=timeout, metadata=metadata, wait_for_ready=False
-        )
-        return call
+    ) -> PumpedStream:
+        """A server-streaming call, read by the stream pump (streams.py): iterate it,
+        `.cancel()` it; grpc.RpcError while iterating is to be turned into
+        BackendError by `error`."""
+        target = self._channel(method).endpoint.target
+        return self._pump.open(target, method, request, timeout=timeout, metadata=metadata)
+
+    def cached_methods(self) -> frozenset[str]:
+        """The methods with cached call objects: known CRI methods only."""
+        return self._runtime.cached_methods() | self._image.cached_methods()
 
     def close(self) -> None:
+        self._pump.close()
         self._runtime.close()
         if self._image is not self._runtime:
             self._image.close()

@@ -3,6 +3,15 @@
 One generic handler serves any `/service/method` path, as raw bytes, so CRI
 methods the agent has never heard of still work. A method listed in `hooks`
 is handed to its hook, which decides what reaches the runtime.
+
+Calls that stay open must not starve the others (issue 12): every call gets a
+thread of its own at once (pool.py), and limits.py caps each kind of call
+(pass-through, placement, stream, and callers still to send their request)
+separately, refusing the excess of one kind with RESOURCE_EXHAUSTED. Handlers
+are registered as request-streaming so that the relay, not grpc, reads the
+request message: a call that never sends it is then visible and can be let go.
+The server stays grpc's synchronous one, which relays a pass-through call with
+fewer thread hops than grpc.aio (measured: benchmarks/starvation_bench.py).
 """
 
 from __future__ import annotations
@@ -11,7 +20,6 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent import futures
 from typing import Any
 
 import grpc
@@ -20,27 +28,20 @@ from agent.relay import listen
 from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
+from agent.relay.limits import Gate, Limits, WaitingRoom
+from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
+from agent.relay.pool import ElasticExecutor
+from agent.relay.streams import StreamCancelled
 
 log = logging.getLogger(__name__)
 
-# Server-streaming CRI methods (shared/cri-wire-facts.md). Any other method,
-# known or not, is relayed as unary: a new streaming method must be added here.
-STREAMING_METHODS = frozenset(
-    {
-        "/runtime.v1.RuntimeService/StreamPodSandboxes",
-        "/runtime.v1.RuntimeService/StreamContainers",
-        "/runtime.v1.RuntimeService/StreamContainerStats",
-        "/runtime.v1.RuntimeService/StreamPodSandboxStats",
-        "/runtime.v1.RuntimeService/StreamPodSandboxMetrics",
-        "/runtime.v1.RuntimeService/GetContainerEvents",
-        "/runtime.v1.ImageService/StreamImages",
-    }
-)
-
-DEFAULT_MAX_WORKERS = 64
-
 # Told of every call once it ends: (full method name, status code, seconds). Metrics.
 CallObserver = Callable[[str, grpc.StatusCode, float], None]
+
+# Calls refused by a limit in the very moment others finish hold a thread briefly
+# beyond Limits.total; this much slack keeps them from being refused by grpc instead.
+_SLACK = 16
+DEFAULT_LIMITS = Limits()
 
 
 def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
@@ -48,65 +49,132 @@ def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
     context.abort(err.code, err.details)
 
 
+def _final_code(context: grpc.ServicerContext) -> grpc.StatusCode:
+    """The status a call that raised ended with, for the observer."""
+    code: grpc.StatusCode | None = context.code()  # set by abort
+    if code is not None:
+        return code
+    # A call cancelled under the relay (the caller went, or it was pushed out of the
+    # waiting room) ends with no code of ours; anything else escaping is UNKNOWN.
+    return grpc.StatusCode.UNKNOWN if context.is_active() else grpc.StatusCode.CANCELLED
+
+
 class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(
-        self, backend: Backend, hooks: Mapping[str, Hook], observer: CallObserver | None = None
+        self,
+        backend: Backend,
+        hooks: Mapping[str, Hook],
+        observer: CallObserver | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._backend = backend
         self._hooks = hooks
         self._observer = observer
         self._handlers: dict[str, Any] = {}
+        self.waiting = WaitingRoom(limits.waiting)
+        self.passthrough = Gate("pass-through", limits.passthrough)
+        self.placement = Gate("placement", limits.placement)
+        self.streams = Gate("stream", limits.streams)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
         handler = self._handlers.get(method)
         if handler is None:
-            # No request_deserializer/response_serializer: handlers see raw bytes.
-            # The one place calls are observed; without an observer, no wrapper at all.
-            if method in STREAMING_METHODS:
-                stream = self._stream if self._observer is None else self._observed_stream
-                handler = grpc.unary_stream_rpc_method_handler(
-                    lambda req, ctx: stream(method, req, ctx)
-                )
-            else:
-                unary = self._unary if self._observer is None else self._observed_unary
-                handler = grpc.unary_unary_rpc_method_handler(
-                    lambda req, ctx: unary(method, req, ctx)
-                )
-            self._handlers[method] = handler
+            handler = self._handler(method)
+            if method in KNOWN_METHODS:
+                # Unknown names are made per call: a caller inventing names must not
+                # grow this cache (the handler is a few objects, built in microseconds).
+                self._handlers[method] = handler
         return handler
 
-    def _observed_unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
-        assert self._observer is not None
+    def cached_methods(self) -> frozenset[str]:
+        return frozenset(self._handlers)
+
+    def _handler(self, method: str) -> Any:
+        # No request_deserializer/response_serializer: handlers see raw bytes.
+        if method in STREAMING_METHODS:
+            return grpc.stream_stream_rpc_method_handler(
+                lambda requests, ctx: self._serve_stream(method, requests, ctx)
+            )
+        return grpc.stream_unary_rpc_method_handler(
+            lambda requests, ctx: self._serve_unary(method, requests, ctx)
+        )
+
+    def _receive(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> bytes:
+        """The call's one request message, read in the waiting room."""
+        ticket = self.waiting.enter(context)
+        request: bytes | None = None
+        try:
+            request = next(requests)
+        except StopIteration:
+            pass
+        finally:
+            # grpc.RpcError from next() (the caller went) propagates: grpc ends the call.
+            pushed_out = not self.waiting.leave(ticket)
+        if pushed_out:
+            # Cancelled under it: whatever arrived meanwhile must not reach the runtime.
+            context.abort(
+                grpc.StatusCode.CANCELLED,
+                f"{method}: no request message while {self.waiting.limit} other calls waited",
+            )
+        if request is None:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"{method} requires exactly one request message"
+            )
+        assert request is not None  # abort raised otherwise
+        return request
+
+    def _serve_unary(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> bytes:
         start = time.perf_counter()
         try:
-            response = self._unary(method, request, context)
+            request = self._receive(method, requests, context)
+            hook = self._hooks.get(method)
+            gate = self.placement if hook else self.passthrough
+            if not gate.try_enter():
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+            try:
+                response = self._unary(method, request, context, hook)
+            finally:
+                gate.leave()
         except BaseException:
-            # context.abort set the code before raising; anything else is UNKNOWN to the caller.
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            self._observer(method, code, time.perf_counter() - start)
+            if self._observer is not None:
+                self._observer(method, _final_code(context), time.perf_counter() - start)
             raise
-        self._observer(method, grpc.StatusCode.OK, time.perf_counter() - start)
+        if self._observer is not None:
+            self._observer(method, grpc.StatusCode.OK, time.perf_counter() - start)
         return response
 
-    def _observed_stream(
-        self, method: str, request: bytes, context: grpc.ServicerContext
+    def _serve_stream(
+        self, method: str, requests: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[bytes]:
-        assert self._observer is not None
         start = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            yield from self._stream(method, request, context)
+            request = self._receive(method, requests, context)
+            if not self.streams.try_enter():
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.streams.refusal(method))
+            try:
+                yield from self._stream(method, request, context)
+            finally:
+                self.streams.leave()
+            code = context.code() or grpc.StatusCode.OK
         except GeneratorExit:
             code = grpc.StatusCode.CANCELLED  # the caller went away mid-stream
             raise
         except BaseException:
-            code = context.code() or grpc.StatusCode.UNKNOWN
+            code = _final_code(context)
             raise
         finally:
-            self._observer(method, code, time.perf_counter() - start)
+            if self._observer is not None:
+                self._observer(method, code, time.perf_counter() - start)
 
-    def _unary(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _unary(
+        self, method: str, request: bytes, context: grpc.ServicerContext, hook: Hook | None
+    ) -> bytes:
         metadata = passable(context.invocation_metadata())
         replies: list[Reply] = []
 
@@ -123,7 +191,6 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
             replies.append(reply)
             return reply.body
 
-        hook = self._hooks.get(method)
         try:
             response = hook(request, forward, context) if hook else forward(request)
         except BackendError as err:
@@ -151,7 +218,7 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
     def _stream(
         self, method: str, request: bytes, context: grpc.ServicerContext
     ) -> Iterator[bytes]:
-        call: Any = self._backend.stream(
+        call = self._backend.stream(
             method,
             request,
             timeout=remaining(context),
@@ -171,6 +238,16 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
                 yield message
         except grpc.RpcError as err:
             _abort(context, self._backend.error(method, err))
+        except StreamCancelled:
+            # The caller went away or its deadline passed; nobody to tell, but the
+            # observer counts the call as the caller saw it end.
+            expired = remaining(context) == 0
+            context.set_code(
+                grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+            )
+            return
+        finally:
+            call.cancel()  # ended early (the caller went): the runtime call too
         context.set_trailing_metadata(passable(call.trailing_metadata()))
 
 
@@ -187,9 +264,9 @@ class RelayServer:
         runtime_endpoint: str,
         image_endpoint: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
-        max_workers: int = DEFAULT_MAX_WORKERS,
         socket_group: str = "",
         observer: CallObserver | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.listen = Endpoint.parse(listen_endpoint)
         self.backend = Backend(
@@ -197,9 +274,10 @@ class RelayServer:
             Endpoint.parse(image_endpoint) if image_endpoint else None,
         )
         self.hooks: dict[str, Hook] = dict(hooks or {})
-        self._max_workers = max_workers
+        self.limits = limits
         self._socket_group = socket_group
-        self._observer = observer
+        self._dispatcher = _Dispatcher(self.backend, self.hooks, observer, limits)
+        self._executor: ElasticExecutor | None = None
         self._server: Any = None
         self._inode: int | None = None
 
@@ -215,16 +293,23 @@ class RelayServer:
         """
         path = self.listen.path
         temp = listen.prepare(path)
+        capacity = self.limits.total + _SLACK
+        executor = ElasticExecutor(capacity, name="relay")
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="relay"),
-            handlers=(_Dispatcher(self.backend, self.hooks, self._observer),),
+            executor,
+            handlers=(self._dispatcher,),
             options=CHANNEL_OPTIONS,
+            # Beyond this grpc refuses with RESOURCE_EXHAUSTED itself, so no call ever
+            # waits for a thread; the per-kind limits refuse long before.
+            maximum_concurrent_rpcs=capacity,
         )
         try:
             bound = server.add_insecure_port(f"unix://{temp.absolute()}")
         except RuntimeError as err:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind: {err}") from err
         if not bound:
+            listen.discard(temp)
             raise listen.ListenError(f"{temp}: cannot bind")
         server.start()
         try:
@@ -234,15 +319,35 @@ class RelayServer:
             self._inode = listen.publish(temp, path)
         except OSError as err:
             server.stop(None)
-            temp.unlink(missing_ok=True)
+            listen.discard(temp)
             raise listen.ListenError(f"{path}: cannot publish the socket: {err}") from err
         self._server = server
+        self._executor = executor
         log.info(
             "relaying %s -> %s (images: %s)",
             self.listen,
             self.backend.runtime_endpoint,
             self.backend.image_endpoint,
         )
+
+    def in_flight(self) -> dict[str, int]:
+        """Calls held now, per kind (Limits' names)."""
+        d = self._dispatcher
+        return {
+            "waiting": d.waiting.in_flight,
+            "passthrough": d.passthrough.in_flight,
+            "placement": d.placement.in_flight,
+            "streams": d.streams.in_flight,
+        }
+
+    def threads(self) -> int:
+        """The relay's worker threads alive now (busy or idle)."""
+        return 0 if self._executor is None else self._executor.threads
+
+    def cached_methods(self) -> frozenset[str]:
+        """The methods with a cached handler: known CRI methods only, however many
+        names callers make up."""
+        return self._dispatcher.cached_methods()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops (or timeout); True if it stopped."""
@@ -253,6 +358,9 @@ class RelayServer:
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
         if self._inode is not None:
             listen.withdraw(self.listen.path, self._inode)
             self._inode = None
