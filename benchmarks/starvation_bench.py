@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from agent.criclient import CRIClient, CRIError, kubelet_container_config, kubelet_pod_config
 
 from agent.introspect.client import StatusError, fetch_status
 from agent.introspect.server import status_socket_path
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from benchmarks.relay_bench import PY, Process, percentile, scratch
+from devtools.criclient import CRIClient, CRIError
 from topology.fakesysfs import write_shape
 
 STREAMS = 200

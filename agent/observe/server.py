@@ -25,6 +25,11 @@ _WSGIApp = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
 
 # How often the serving loop looks for a stop request: bounds how long stop() takes.
 POLL_S = 0.05
+# A caller that sends nothing is dropped after this long, and at most this many
+# connections are served at once (others are closed at once): a flood of silent
+# connections costs a bounded number of threads, for a bounded time.
+CLIENT_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 64
 
 
 class MetricsServerError(Exception):
@@ -41,6 +46,27 @@ def split_address(address: str) -> tuple[str, int]:
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    max_connections = MAX_CONNECTIONS
+
+    def server_activate(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        super().server_activate()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: close it now rather than queue it
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _V6Server(_Server):
@@ -48,6 +74,8 @@ class _V6Server(_Server):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = CLIENT_TIMEOUT_S  # socketserver sets it on the connection
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a scrape every few seconds is not news
 

@@ -26,12 +26,13 @@ from typing import Any
 
 import grpc
 import pytest
-from agent.criclient import CRIError, kubelet_container_config, kubelet_pod_config
 
 from agent.affinity import ANNOTATION_AFFINITY
 from agent.introspect.client import fetch_status
 from agent.introspect.server import status_socket_path
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
+from devtools.criclient import CRIError
 from tests.robust.harness import Agent, Site, wait_until
 
 RT = "/runtime.v1.RuntimeService/"

@@ -23,8 +23,6 @@ from typing import Any
 
 import grpc
 import pytest
-from agent.containerd_env import PrivateContainerd
-from agent.criclient import CRIClient, CRIError, kubelet_container_config
 from google.protobuf.internal import encoder
 
 from agent.affinity import ANNOTATION_AFFINITY
@@ -32,7 +30,10 @@ from agent.config import AgentConfig
 from agent.daemon import Daemon
 from agent.introspect.client import fetch_status
 from agent.introspect.server import status_socket_path
+from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
+from devtools.containerd import PrivateContainerd
+from devtools.criclient import CRIClient, CRIError
 from tests.e2e.conftest import Pods, containerd  # noqa: F401  (the session's containerd)
 from tests.robust.harness import wait_until
 

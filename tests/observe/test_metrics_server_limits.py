@@ -1,0 +1,53 @@
+"""The metrics endpoint under a flood of connections that send nothing: at most
+MAX_CONNECTIONS are served at once (the rest are closed at once), each silent one
+is dropped after CLIENT_TIMEOUT_S, and then /metrics answers again."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.observe import server as metrics_server
+from agent.observe.server import MetricsServer
+
+
+def test_silent_connections_are_bounded_and_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_server._QuietHandler, "timeout", 0.5)
+    monkeypatch.setattr(metrics_server._Server, "max_connections", 8)
+    served = MetricsServer("127.0.0.1:0", CollectorRegistry())
+    host, port = served.address
+    silent = []
+    try:
+        before = threading.active_count()
+        for _ in range(30):
+            conn = socket.create_connection((host, port))
+            silent.append(conn)
+        # Connections past the cap are closed by the server at once: reads see EOF.
+        closed = 0
+        for conn in silent[8:]:
+            conn.settimeout(2)
+            try:
+                closed += conn.recv(1) == b""
+            except (ConnectionResetError, TimeoutError):
+                closed += 1
+        assert closed == 22
+        assert threading.active_count() - before <= 8
+        # Once the silent ones time out, a scrape answers.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2) as reply:
+                    assert reply.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "/metrics never answered again"
+                time.sleep(0.1)
+    finally:
+        for conn in silent:
+            conn.close()
+        served.stop()
