@@ -226,10 +226,6 @@ class Browser:
             os.close(self._in)
 
 
-def _move_to(fd: int, target: int) -> None:
-    os.dup2(fd, target, inheritable=True)
-
-
 @contextmanager
 def launch(executable: str | None = None) -> Iterator[Browser]:
     """A fresh headless Chromium (own profile directory, removed afterwards)."""
@@ -237,28 +233,25 @@ def launch(executable: str | None = None) -> Iterator[Browser]:
     if path is None:
         raise ChromiumError("no Chromium on PATH (Debian: apt-get install chromium)")
     profile = tempfile.mkdtemp(prefix="na-chromium-")
-    # Chromium reads commands on fd 3 and writes answers on fd 4.
+    # Chromium reads commands on fd 3 and writes answers on fd 4. The shell puts
+    # our pipe ends there as it execs Chromium (bash: dash takes no fd above 9 in a
+    # redirection). Remapping fds in a preexec_fn instead can
+    # clobber subprocess's own error pipe when it happens to be fd 3 or 4 (seen as
+    # Chromium dying at once in a long test session with many fds open).
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    # High numbers first so that moving one to 3 or 4 never clobbers the other.
     child_in = fcntl.fcntl(to_r, fcntl.F_DUPFD, 10)
     child_out = fcntl.fcntl(from_w, fcntl.F_DUPFD, 10)
     os.close(to_r)
     os.close(from_w)
-
-    def wire() -> None:
-        _move_to(child_in, 3)
-        _move_to(child_out, 4)
-
+    script = f'exec "$0" "$@" 3<&{child_in} 4>&{child_out}'
     try:
         process = subprocess.Popen(
-            [path, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            ["/bin/bash", "-c", script, path, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=wire,
-            # Kept open past close_fds, which runs after preexec_fn.
-            pass_fds=(3, 4),
+            pass_fds=(child_in, child_out),
         )
     except OSError as err:
         for fd in (child_in, child_out, to_w, from_r):

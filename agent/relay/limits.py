@@ -68,7 +68,7 @@ class _RateLimitedWarning:
         log.warning(message, *args)
 
 
-class Gate:
+class KindLimit:
     """At most `limit` calls of one kind at once."""
 
     def __init__(self, kind: str, limit: int) -> None:

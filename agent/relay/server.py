@@ -28,7 +28,7 @@ from agent.relay import listen
 from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
-from agent.relay.limits import Gate, Limits, WaitingRoom
+from agent.relay.limits import KindLimit, Limits, WaitingRoom
 from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
 from agent.relay.pool import ElasticExecutor
 from agent.relay.streams import StreamCancelled
@@ -72,9 +72,9 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._observer = observer
         self._handlers: dict[str, Any] = {}
         self.waiting = WaitingRoom(limits.waiting)
-        self.passthrough = Gate("pass-through", limits.passthrough)
-        self.placement = Gate("placement", limits.placement)
-        self.streams = Gate("stream", limits.streams)
+        self.passthrough = KindLimit("pass-through", limits.passthrough)
+        self.placement = KindLimit("placement", limits.placement)
+        self.streams = KindLimit("stream", limits.streams)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
