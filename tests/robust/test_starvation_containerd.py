@@ -55,6 +55,7 @@ def agent(containerd: PrivateContainerd) -> Iterator[Daemon]:  # noqa: F811
             runtime_endpoint=containerd.endpoint,
             listen=f"unix://{base}/agent.sock",
             state_dir=str(base / "state"),
+            feature_file="",  # never the host's NFD directory
         ),
         runtime_wait_s=10,
     )
