@@ -78,6 +78,17 @@ class Preferred:
     mask: int
     single: Level | None
     anti: bool = False
+    owner: str = ""  # a placed pod's key when it is that pod's term (symmetry)
+    term: PodTerm | None = None  # ... and the term, for `rule` built only when shown
+
+    @property
+    def text(self) -> str:
+        if self.term is None:
+            return self.rule
+        term = self.term
+        return (
+            f"pod {self.owner}'s {ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {term.level})"
+        )
 
     def score(self, cpus: int, topology: Topology) -> int:
         if self.anti:
@@ -214,15 +225,16 @@ class Evaluation:
                 selector = term.selector.describe() if term.selector is not None else ""
                 keep_out.setdefault((term.path, term.level, selector), []).append(placed)
                 continue
-            rule = (
-                f"pod {placed.key}'s {ANNOTATION_AFFINITY}: {term.path} "
-                f"({_kind(term)} at {term.level})"
-            )
+            # The rule's text is built only if a note shows it (symmetry makes many).
             if term.kind is TermKind.ANTI_AFFINITY:
-                self.preferred.append(Preferred(rule, term.weight, theirs, None, anti=True))
+                self.preferred.append(
+                    Preferred("", term.weight, theirs, None, True, placed.key, term)
+                )
             else:
                 weight = HARD_AFFINITY_WEIGHT if term.required else term.weight
-                self.preferred.append(Preferred(rule, weight, theirs, term.level))
+                self.preferred.append(
+                    Preferred("", weight, theirs, term.level, False, placed.key, term)
+                )
         for (path, level, selector), pods in keep_out.items():
             domains = self.topology[level]
             theirs = 0
@@ -335,7 +347,7 @@ class Evaluation:
             got = pref.score(cpus, self.topology)
             if got:
                 total += got
-                notes.append(f"{got:+d} {pref.rule}")
+                notes.append(f"{got:+d} {pref.text}")
         return float(total), tuple(notes)
 
     def skews(self, places: Sequence[int]) -> list[tuple[int, tuple[str, ...]]]:

@@ -424,14 +424,17 @@ class Policy:
         reason = self._exclusive_short(pool, need)
         if reason is not None:
             return reason
-        found = self._pick(pool, need)
-        if isinstance(found, str):
-            return found
-        if rules is not None:
-            allowed = self._pick_within_rules(pool, need, rules)
-            if isinstance(allowed, list):
-                return allowed
-            found = allowed
+        if rules is None:
+            found = self._pick(pool, need)
+            if isinstance(found, str):
+                return found
+        else:
+            within = self._pick_within_rules(pool, need, rules)
+            if isinstance(within, list):
+                # No pick the rules allow: for lack of room, or because of the rules?
+                plain = self._pick(pool, need)
+                return plain if isinstance(plain, str) else within
+            found = within
         pick, isolated, split, left = found
         # The container lives where its CPUs are: a socket pool's pick may sit in
         # one node, and is scored (and its memory accounted) as that node.
@@ -462,6 +465,12 @@ class Policy:
         leave no pick."""
         allowed = rules.allowed() & pool.cpus.mask
         level = rules.finest_single()
+        if allowed == pool.cpus.mask and level is None:
+            # The rules allow the whole pool: one pick, as without them.
+            found = self._pick(pool, need)
+            if isinstance(found, str) or rules.failing(found[0]):
+                return rules.failing(pool.cpus.mask) or list(rules.required)
+            return found
         regions = [allowed]
         if level is not None:
             domains = self._topology[level]
@@ -691,10 +700,17 @@ class Policy:
                 keys.extend(state.members)
         if not self.config.reserved_cpus:
             keys.extend(self._reserved_keys)  # they run on the machine's shared CPUs
+        # Every shared container of a pool has the pool's cpusets: compute them once
+        # per pool, not once per container (hundreds share the large pools).
+        per_pool: dict[int, tuple[CPUSet, CPUSet]] = {}
         for key in keys:
             record = self._records[key]
-            cpus, mems = self._cpusets(record.pool, 0)
-            if (cpus, mems) != (record.cpus, record.mems):
+            index = -1 if record.pool is None else record.pool.index
+            cpusets = per_pool.get(index)
+            if cpusets is None:
+                cpusets = per_pool[index] = self._cpusets(record.pool, 0)
+            cpus, mems = cpusets
+            if cpus != record.cpus or mems != record.mems:
                 self._orig.setdefault(key, (record.cpus, record.mems))
                 self._records[key] = record.with_cpusets(cpus, mems)
 
