@@ -9,7 +9,6 @@ dir: containerd 1.6 shims put their sockets in /run/containerd/s (hard-coded), r
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.node.runtime_access import pid_from_info
 from devtools.criclient import CRIClient, CRIError
 from devtools.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
 from proto import cri_pb2
@@ -212,12 +212,11 @@ def read_proc_status(pid: int, proc: Path = Path("/proc")) -> ProcStatus:
 def pid_from_status(status: cri_pb2.ContainerStatusResponse) -> int:
     """The host pid of a running container's init, from a verbose ContainerStatus answer."""
     container_id = status.status.id
-    info = status.info.get("info")
-    if info is None:
+    if "info" not in status.info:
         raise ContainerdError(f"ContainerStatus of {container_id} has no verbose info")
-    pid = int(json.loads(info).get("pid", 0))
-    if pid <= 0:
-        raise ContainerdError(f"container {container_id} has no running process (pid {pid})")
+    pid = pid_from_info(status.info)
+    if pid is None:
+        raise ContainerdError(f"container {container_id} has no running process (no pid)")
     return pid
 
 

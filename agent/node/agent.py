@@ -26,6 +26,7 @@ from agent.node.adoption import adopt, adoptee, applied
 from agent.node.books import Books, Unresolved, write_cpusets
 from agent.node.crashpoints import crash_point
 from agent.node.describe import (
+    LIVE_STATES,
     container_info,
     container_pod,
     merge_update,
@@ -79,7 +80,6 @@ UNKNOWN_OUTCOME = frozenset({grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.
 # How long a create that gave no answer keeps its CPUs when complete listings do
 # not show its container (the runtime answers, but has not made it).
 CREATE_GRACE_S = 60.0
-_LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
 
 # Context-free so `simulate` can call it without gRPC; raises HookAbort, and a
 # BackendError from `forward` passes through unchanged.
@@ -627,7 +627,7 @@ class NodeAgent:
         self._release_exited([c.id for c in containers if c.state == cri_pb2.CONTAINER_EXITED])
         # kubelet relists every second: decide without the lock that nothing is to do.
         sent, unresolved = self._books.sent, self._books.unresolved
-        strangers = [c for c in containers if c.state in _LIVE and c.id not in sent]
+        strangers = [c for c in containers if c.state in LIVE_STATES and c.id not in sent]
         if strangers or unresolved:
             self._take_in(strangers, complete=not req.HasField("filter"))
         return reply

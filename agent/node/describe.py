@@ -22,6 +22,9 @@ from agent.policy.request import (
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2
 
+# Container states that hold CPUs: created (about to start) or running.
+LIVE_STATES = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
+
 # The pod annotations the agent reads. Nothing else is kept: Kubernetes allows
 # 256 KiB of annotations per pod (last-applied-configuration alone is often
 # kilobytes), and every kept byte is held in memory and written to the state file.

@@ -17,7 +17,7 @@ import grpc
 
 from agent.node.adoption import adopt, adoptee, applied
 from agent.node.books import Books
-from agent.node.describe import pod_from_sandbox
+from agent.node.describe import LIVE_STATES, pod_from_sandbox
 from agent.node.requests import running_request
 from agent.node.runtime_access import RuntimeAccess
 from agent.policy.policy import Decision, PlacementError
@@ -28,8 +28,6 @@ from agent.workload import QoSClass
 from proto import cri_pb2
 
 log = logging.getLogger(__name__)
-
-_LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +50,7 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
     sandboxes = tuple(runtime.list_pod_sandboxes())
     containers = []
     for ctr in runtime.list_containers():
-        if ctr.state not in _LIVE:
+        if ctr.state not in LIVE_STATES:
             continue
         try:
             containers.append((ctr, runtime.container_status(ctr.id)))

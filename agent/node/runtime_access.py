@@ -5,6 +5,7 @@ the relay's `BackendError` in both cases."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Protocol
 
 from agent.relay.backend import Backend
@@ -34,6 +35,17 @@ class RuntimeAccess(Protocol):
     ) -> None: ...
 
 
+def pid_from_info(info: Mapping[str, str]) -> int | None:
+    """The container's process id from a verbose ContainerStatus's `info` (containerd
+    and CRI-O put it in info["info"], a JSON object with "pid"); None if not there."""
+    text = info.get("info", "")
+    try:
+        pid = json.loads(text).get("pid") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
 class _RawAccess:
     """The four calls over any raw-bytes `call(method, request) -> reply`."""
 
@@ -58,12 +70,7 @@ class _RawAccess:
         put it in info["info"], a JSON object with "pid"); None if not reported."""
         request = cri_pb2.ContainerStatusRequest(container_id=container_id, verbose=True)
         raw = self._call(CONTAINER_STATUS, request.SerializeToString())
-        info = cri_pb2.ContainerStatusResponse.FromString(raw).info.get("info", "")
-        try:
-            pid = json.loads(info).get("pid") if info else None
-        except (ValueError, AttributeError):
-            return None
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+        return pid_from_info(cri_pb2.ContainerStatusResponse.FromString(raw).info)
 
     def update_container_resources(
         self, container_id: str, linux: cri_pb2.LinuxContainerResources

@@ -91,8 +91,7 @@ class Updater:
             while container_id in self._sending or container_id in self._writing:
                 self._changed.wait()
             self._writing.add(container_id)
-            if container_id in self._starting:
-                self._starting[container_id] = True
+            self._touch(container_id)
         try:
             yield
         finally:
@@ -116,6 +115,11 @@ class Updater:
         with self._lock:
             return self._starting.pop(container_id, False)
 
+    def _touch(self, container_id: str) -> None:
+        """Lock held: its resources are being written now (for `started`)."""
+        if container_id in self._starting:
+            self._starting[container_id] = True
+
     def _free(self, container_id: str) -> bool:
         """Lock held: nobody writes the container's resources at the runtime now."""
         return container_id not in self._sending and container_id not in self._writing
@@ -124,8 +128,7 @@ class Updater:
         """Lock held: these are being sent now."""
         for cid in container_ids:
             self._sending.add(cid)
-            if cid in self._starting:
-                self._starting[cid] = True
+            self._touch(cid)
 
     def forget(self, container_id: str) -> None:
         with self._lock:
@@ -147,8 +150,7 @@ class Updater:
         except BackendError as err:
             with self._lock:
                 self._sending.discard(container_id)
-                if container_id in self._starting:
-                    self._starting[container_id] = True
+                self._touch(container_id)
                 if self._owed.get(container_id) is not owed:
                     self._changed.notify_all()
                     return  # superseded or forgotten while in flight
@@ -173,8 +175,7 @@ class Updater:
             return
         with self._lock:
             self._sending.discard(container_id)
-            if container_id in self._starting:
-                self._starting[container_id] = True
+            self._touch(container_id)
             # Forgotten while in flight: the container is gone, remember nothing.
             if container_id in self._owed or container_id in self._applied:
                 self._applied[container_id] = _cpuset(owed.resources)

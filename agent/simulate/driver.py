@@ -29,7 +29,7 @@ from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
 from agent.runtime.inprocess import dispatch, in_process_forward
 from agent.runtime.memory import MemoryRuntime
-from agent.simulate.machine import FAST_TMP, load_machine
+from agent.simulate.machine import load_machine
 from agent.simulate.scenario import (
     ContainerSpec,
     CreatePod,
@@ -43,6 +43,7 @@ from agent.simulate.scenario import (
 from agent.state.store import StateStore
 from agent.workload import ContainerInfo
 from proto import cri_pb2
+from topology.fakesysfs import FAST_TMP
 from topology.tree import Machine
 
 RUNTIME = "/runtime.v1.RuntimeService/"

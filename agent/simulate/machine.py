@@ -6,7 +6,6 @@ temporary directory first, so simulate sees exactly what the agent would read.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -16,13 +15,9 @@ from agent.simulate.scenario import (
     SysfsTopology,
     Topology,
 )
-from topology.fakesysfs import SHAPES, write_sysfs
+from topology.fakesysfs import FAST_TMP, SHAPES, write_sysfs
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import Machine
-
-# The tree is a few hundred small files written once and read once: memory-backed
-# /dev/shm makes that several times faster than a disk-backed /tmp.
-FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def load_machine(topology: Topology) -> Machine:

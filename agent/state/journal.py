@@ -19,10 +19,11 @@ import hashlib
 import json
 import logging
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from agent.state.store import FileRefused, read_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,6 @@ GENERATION_KEY = "journal"  # in the state payload: the generation that follows 
 SECTIONS = ("pods", "containers")
 MAX_JOURNAL_BYTES = 8 << 20  # never read more than this of a journal
 _OPEN_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class JournalError(Exception):
@@ -146,38 +146,15 @@ class Journal:
         return out
 
     def _read(self) -> bytes | None:
-        """The journal's bytes; None (with a warning) if it is not a regular file we
-        can read within MAX_JOURNAL_BYTES, or absent."""
+        """The journal's bytes; None (with a warning) if it is absent, or not a regular
+        file read within MAX_JOURNAL_BYTES (the store's own safe read)."""
         try:
-            fd = os.open(self.path, _OPEN_READ)
+            return read_regular_file(self.path, MAX_JOURNAL_BYTES)
         except FileNotFoundError:
             return None
-        except OSError as err:
+        except (FileRefused, OSError) as err:
             log.warning("state journal %s is unusable (%s); ignoring it", self.path, err)
             return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                log.warning("state journal %s is not a regular file; ignoring it", self.path)
-                return None
-            chunks: list[bytes] = []
-            total = 0
-            while total <= MAX_JOURNAL_BYTES:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-        except OSError as err:
-            log.warning("state journal %s is unusable (%s); ignoring it", self.path, err)
-            return None
-        finally:
-            os.close(fd)
-        if total > MAX_JOURNAL_BYTES:
-            log.warning(
-                "state journal %s is over %d bytes; ignoring it", self.path, MAX_JOURNAL_BYTES
-            )
-            return None
-        return b"".join(chunks)
 
 
 def _line(line: bytes, generation: str) -> tuple[bool, dict[str, Any] | None]:

@@ -49,7 +49,7 @@ class StateError(Exception):
     """The state file could not be written (the caller decides how to answer)."""
 
 
-class _Refused(Exception):
+class FileRefused(Exception):
     """The file at the state path is not one to read; the message says why."""
 
 
@@ -69,6 +69,38 @@ def _checksum(payload_text: str) -> str:
 
 def _canonical(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `max_bytes`: never following a
+    symlink, never waiting on a FIFO, never reading without bound. FileRefused says
+    why anything else there is not read; FileNotFoundError and OSError pass."""
+    try:
+        fd = os.open(path, _OPEN_READ)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileRefused("a symbolic link, not the agent's file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"not a regular file (mode {st.st_mode:o})")
+        if st.st_size > max_bytes:
+            raise FileRefused(f"{st.st_size} bytes, over the limit of {max_bytes} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            # Bounded even if the file grows after fstat.
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise FileRefused(f"grew over the limit of {max_bytes} bytes while read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def others_can_write(st: os.stat_result) -> bool:
@@ -100,16 +132,16 @@ class StateStore:
 
     # -- save -------------------------------------------------------------------
 
-    def save(self, payload: Mapping[str, Any]) -> None:
-        """Write atomically and durably; raises StateError naming the path on failure
-        (the old file, if any, is then left as it was)."""
+    def save(self, payload: Mapping[str, Any]) -> int:
+        """Write atomically and durably, returning the file's size; raises StateError
+        naming the path on failure (the old file, if any, is then left as it was)."""
         try:
-            self._save(payload)
+            return self._save(payload)
         except StateError:
             self.write_failures += 1
             raise
 
-    def _save(self, payload: Mapping[str, Any]) -> None:
+    def _save(self, payload: Mapping[str, Any]) -> int:
         # The payload is encoded once, compactly (json's fast C encoder), and the
         # document is assembled around that text: this runs on every placement.
         payload_text = _canonical(payload)
@@ -146,6 +178,7 @@ class StateStore:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise StateError(f"cannot write state file {self.path}: {err.strerror or err}") from err
+        return len(data)
 
     # -- load -------------------------------------------------------------------
 
@@ -160,7 +193,7 @@ class StateStore:
             raw = self._read()
         except FileNotFoundError:
             return LoadResult(None)
-        except _Refused as err:
+        except FileRefused as err:
             return self._reject(str(err))
         except OSError as err:
             return self._reject(f"unreadable: {err.strerror or err}")
@@ -187,33 +220,7 @@ class StateStore:
         return ""
 
     def _read(self) -> bytes:
-        """The file's bytes, at most max_bytes; _Refused for anything else there."""
-        try:
-            fd = os.open(self.path, _OPEN_READ)
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise _Refused("a symbolic link, not the agent's file") from None
-            raise
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise _Refused(f"not a regular file (mode {st.st_mode:o})")
-            if st.st_size > self.max_bytes:
-                raise _Refused(f"{st.st_size} bytes, over the limit of {self.max_bytes} bytes")
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                # Bounded even if the file grows after fstat.
-                chunk = os.read(fd, self.max_bytes + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > self.max_bytes:
-                    raise _Refused(f"grew over the limit of {self.max_bytes} bytes while read")
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
+        return read_regular_file(self.path, self.max_bytes)
 
     def _validate(self, raw: bytes) -> tuple[str, dict[str, Any] | None]:
         try:

@@ -9,7 +9,6 @@ rewritten only at start and when the journal has grown past the state's size.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -90,9 +89,9 @@ class StateWriter:
                 return
         generation = uuid.uuid4().hex
         full = {**payload, GENERATION_KEY: generation}
-        self.store.save(full)  # StateError: the old file and journal stay as they were
+        # StateError: the old file and journal stay as they were.
+        self._full_bytes = self.store.save(full)
         self.journal.reset()
         self._generation = generation
         self._last = payload
-        self._full_bytes = len(json.dumps(full, separators=(",", ":")))
         self.full_writes += 1

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from topology.fakesysfs import write_shape
+from topology.fakesysfs import FAST_TMP, write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
-
-FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 @pytest.fixture(scope="session")

@@ -31,12 +31,10 @@ from agent.workload import QoSClass
 from devtools.criclient import CRIError
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
-from topology.fakesysfs import SHAPES
+from topology.fakesysfs import FAST_TMP, SHAPES
 from topology.tree import Machine
 
 PODS = tuple(f"p{i}" for i in range(8))
-# fsync on tmpfs costs nothing: thousands of sequences, each saving state on every call.
-FAST_DIR = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 View = dict[str, tuple[str, str, str, bool]]
 
@@ -223,7 +221,8 @@ def state_dirs() -> Iterator[Callable[[], Path]]:
     made: list[str] = []
 
     def make() -> Path:
-        made.append(tempfile.mkdtemp(prefix="na-restart-", dir=FAST_DIR))
+        # fsync on tmpfs costs nothing: thousands of sequences
+        made.append(tempfile.mkdtemp(prefix="na-restart-", dir=FAST_TMP))
         return Path(made[-1])
 
     yield make

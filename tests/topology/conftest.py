@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from topology.fakesysfs import MachineSpec, write_shape, write_sysfs
+from topology.fakesysfs import FAST_TMP, MachineSpec, write_shape, write_sysfs
 from topology.sysfs import read_machine
 from topology.tree import Machine
-
-# Fake trees are thousands of small files: on tmpfs they take a tenth of the time.
-FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 @contextmanager
