@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 INSTALL_LOG := $(VENV)/install.log
 
-.PHONY: demo test lint format bench deb clean screenshot
+.PHONY: demo test test-stress lint format bench deb clean screenshot
 
 # pip's and setuptools' chatter goes to $(INSTALL_LOG), shown only if the install fails.
 # setuptools>=77 in the venv too: `make deb` builds the wheel without build isolation.
@@ -24,6 +24,24 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The suite STRESS_RUNS times in a row while every CPU is kept busy (devtools/busy.py:
+# one busy loop per CPU, stopped however the run ends), stopping at the first failure.
+# A test that passes only on an idle machine fails here.
+STRESS_RUNS ?= 3
+test-stress: $(STAMP)
+	@for run in $$(seq 1 $(STRESS_RUNS)); do \
+	  echo "test-stress: run $$run of $(STRESS_RUNS), every CPU busy"; \
+	  began=$$(date +%s); \
+	  $(BIN)/python -m devtools.busy -- $(BIN)/python -m pytest -x $(PYTEST_ARGS); rc=$$?; \
+	  took=$$(( $$(date +%s) - began )); \
+	  if [ $$rc -ne 0 ]; then \
+	    echo "test-stress: run $$run of $(STRESS_RUNS) FAILED (exit $$rc, after $${took} s)" >&2; \
+	    exit $$rc; \
+	  fi; \
+	  echo "test-stress: run $$run of $(STRESS_RUNS) passed in $${took} s"; \
+	done; \
+	echo "test-stress: all $(STRESS_RUNS) runs passed"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -19,6 +19,7 @@ from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 from proto import cri_pb2
 
 VERSION = "/runtime.v1.RuntimeService/Version"
+DEADLINE_SLACK_S = 0.5  # gRPC rounds a deadline up; seen: 5.0056 s left of 5 s
 
 
 @pytest.fixture
@@ -55,7 +56,9 @@ def test_fail_next_fails_one_call_over_grpc(served: tuple[FaultyRuntime, CRIClie
     assert client.list_containers() == []
     (first, second) = rt.calls
     assert first.method == second.method == "ListContainers"
-    assert first.time_remaining is not None and 0 < first.time_remaining <= 5
+    # The client's 5 s deadline reached the runtime. gRPC sends it rounded up to its
+    # wire unit and the server counts from its own clock: a little over 5 s is normal.
+    assert first.time_remaining is not None and 0 < first.time_remaining <= 5 + DEADLINE_SLACK_S
     assert any(key == "user-agent" for key, _ in first.metadata)
 
 

@@ -21,7 +21,7 @@ from agent.relay.limits import Limits
 from agent.relay.methods import STREAMING_METHODS
 from agent.relay.pool import ElasticExecutor
 from agent.relay.server import RelayServer
-from tests.robust.harness import wait_until
+from tests.waiting import wait_until
 
 RT = "/runtime.v1.RuntimeService/"
 HOOKED = RT + "CreateContainer"

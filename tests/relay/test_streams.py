@@ -16,7 +16,7 @@ import pytest
 
 from agent.relay.server import RelayServer
 from agent.relay.streams import StreamCancelled, StreamPump
-from tests.robust.harness import wait_until
+from tests.waiting import wait_until
 
 STATS = "/runtime.v1.RuntimeService/StreamContainerStats"
 WAIT_S = 10.0

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,19 +27,11 @@ from agent.workload import QoSClass
 from devtools.criclient import CRIClient
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
 from proto import cri_pb2
+from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 
 READY_TIMEOUT_S = 30.0
 _LIVE = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll `condition` until true; AssertionError naming `what` after `timeout` seconds."""
-    give_up = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > give_up:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass

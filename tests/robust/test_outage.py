@@ -13,7 +13,8 @@ import pytest
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
-from tests.robust.harness import Stack, create, live, run_pod, wait_until
+from tests.robust.harness import Stack, create, live, run_pod
+from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 
 USABLE = CPUSet.range(1, 7)  # desktop-1s-4c-ht with reserved_cpus '0'

@@ -8,7 +8,8 @@ import threading
 
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
-from tests.robust.harness import RuntimeServer, Site, books_problems, create, run_pod, wait_until
+from tests.robust.harness import RuntimeServer, Site, books_problems, create, run_pod
+from tests.waiting import wait_until
 
 
 def _refused(site: Site) -> bool:

@@ -33,7 +33,8 @@ from agent.introspect.server import status_socket_path
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from devtools.criclient import CRIError
-from tests.robust.harness import Agent, Site, wait_until
+from tests.robust.harness import Agent, Site
+from tests.waiting import wait_until
 
 RT = "/runtime.v1.RuntimeService/"
 HELD = 100  # more than the 64 worker threads the relay had for everything

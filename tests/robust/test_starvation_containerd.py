@@ -35,7 +35,7 @@ from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd
 from devtools.criclient import CRIClient, CRIError
 from tests.e2e.conftest import Pods, containerd  # noqa: F401  (the session's containerd)
-from tests.robust.harness import wait_until
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.root, pytest.mark.containerd]
 
