@@ -3,7 +3,7 @@ exclusive CPUs, updates to other containers, affinity, refusals, runtime failure
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import grpc
 import pytest
@@ -18,6 +18,7 @@ from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
+from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 from topology.tree import Machine
 
@@ -329,15 +330,14 @@ def test_a_create_that_times_out_keeps_its_cpus_until_the_runtime_answers(
     node.kubelet.timeout = 5
     assert gate.entered.is_set()
     gate.release.set()
+
     # The runtime finishes the create on its own: a container kubelet never heard of.
-    deadline = time.monotonic() + 5
-    while not (
-        created := list(node.runtime.list_containers(cri_pb2.ListContainersRequest()).containers)
-    ):
-        assert time.monotonic() < deadline, "the runtime never finished the held create"
-        time.sleep(0.01)
-    assert len(created) == 1
-    db = created[0].id
+    def created() -> list[Any]:
+        return list(node.runtime.list_containers(cri_pb2.ListContainersRequest()).containers)
+
+    wait_until(created, what="the runtime to finish the held create")
+    (made,) = created()
+    db = made.id
     held = CPUSet.parse(node.cpus(db))
     assert len(held) == 2
     _, other = node.guaranteed("other", 1)

@@ -8,12 +8,12 @@ import json
 import re
 import stat
 import tempfile
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -28,6 +28,7 @@ from agent.policy.config import PolicyConfig
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
+from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 
@@ -147,19 +148,18 @@ def test_streaming_calls_are_counted_when_they_end(running: Running) -> None:
             list(stream)
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     key = "numa_agent_cri_request_duration_seconds_count"
-    # The server side ends a moment after the client gave up: poll, bounded.
-    give_up = time.monotonic() + 5
-    while True:
-        counted = {
+
+    def counted() -> dict[Any, float]:
+        return {
             labels: v
             for (name, labels), v in running.scrape().items()
             if name == key and ("method", "RuntimeService/GetContainerEvents") in labels
         }
-        if counted or time.monotonic() > give_up:
-            break
-        time.sleep(0.05)
-    assert sum(counted.values()) == 1, counted
-    (labels,) = counted
+
+    # The server side ends a moment after the client gave up.
+    wait_until(counted, what="the stream to be counted")
+    assert sum(counted().values()) == 1, counted()
+    (labels,) = counted()
     assert dict(labels)["code"] in ("DEADLINE_EXCEEDED", "CANCELLED")
 
 
