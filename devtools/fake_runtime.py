@@ -57,6 +57,9 @@ class FaultyRuntime(MemoryRuntime):
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[CallRecord] = []
+        # Methods of gRPC calls whose caller went (cancelled, or its deadline passed)
+        # before the runtime answered: what a relay that lets go looks like from here.
+        self.cancelled: list[str] = []
         self._faults_lock = threading.Lock()
         self._failures: dict[str, list[CallRefused]] = {}
         self._gates: dict[str, list[Gate]] = {}
@@ -101,6 +104,10 @@ class FaultyRuntime(MemoryRuntime):
         if failure is not None:
             raise failure
 
+    def note_cancelled(self, method: str) -> None:
+        with self._faults_lock:
+            self.cancelled.append(method)
+
     def call(
         self,
         method: str,
@@ -117,6 +124,13 @@ class FaultyRuntime(MemoryRuntime):
 
 def _unary(runtime: FaultyRuntime, method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        answered = threading.Event()
+
+        def on_done() -> None:  # the call ended: by our answer, or its caller went first
+            if not answered.is_set():
+                runtime.note_cancelled(method)
+
+        context.add_callback(on_done)
         try:
             return runtime.call(
                 method, request, tuple(context.invocation_metadata()), context.time_remaining()
@@ -124,6 +138,8 @@ def _unary(runtime: FaultyRuntime, method: str) -> Callable[[Any, grpc.ServicerC
         except CallRefused as refused:
             context.set_trailing_metadata(refused.trailing_metadata)
             context.abort(refused.code, refused.details)
+        finally:
+            answered.set()
 
     return handle
 
@@ -139,8 +155,11 @@ class _RuntimeServicer(cri_pb2_grpc.RuntimeServiceServicer):
     ) -> Iterator[cri_pb2.ContainerEventResponse]:
         runtime = self._runtime
         cancelled = threading.Event()
+        ended = threading.Event()  # by the runtime (a refusal), not by the caller
 
         def on_done() -> None:
+            if not ended.is_set():
+                runtime.note_cancelled("GetContainerEvents")
             cancelled.set()
             runtime.wake_event_streams()
 
@@ -152,10 +171,11 @@ class _RuntimeServicer(cri_pb2_grpc.RuntimeServiceServicer):
                 tuple(context.invocation_metadata()),
                 context.time_remaining(),
             )
-            yield from runtime.get_container_events(request, cancelled)
         except CallRefused as refused:
+            ended.set()
             context.set_trailing_metadata(refused.trailing_metadata)
             context.abort(refused.code, refused.details)
+        yield from runtime.get_container_events(request, cancelled)
 
 
 class _ImageServicer(cri_pb2_grpc.ImageServiceServicer):

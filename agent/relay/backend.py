@@ -5,7 +5,7 @@ image endpoints, raw-bytes calls on any method path, and runtime failures as
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,10 @@ RUNTIME_CHANNEL_OPTIONS = (
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
+
+# Registers a function to be called once the relay's caller is gone (or its call
+# ends): grpc.ServicerContext.add_callback. False if the caller is already gone.
+Canceller = Callable[[Callable[[], None]], bool]
 
 # gRPC reports "no deadline" as a huge time_remaining(); anything beyond this is none.
 NO_DEADLINE_S = 1e8
@@ -164,13 +168,49 @@ class Backend:
         *,
         timeout: float | None = None,
         metadata: Metadata = (),
+        cancel_with: Canceller | None = None,
     ) -> Reply:
-        """One unary call; raises BackendError on any non-OK status."""
+        """One unary call; raises BackendError on any non-OK status.
+
+        `cancel_with` (the relay's caller's `context.add_callback`) ties the call to a
+        caller: once the caller is gone (it cancelled, or its deadline passed), the
+        runtime call is cancelled and this returns at once with CANCELLED, so the
+        thread and its per-kind slot are free again (a long ExecSync held both until
+        it ended). Without it the call blocks in grpc's faster path, which cannot be
+        cancelled from another thread (the agent's own calls have their timeout).
+        """
         fn = self._channel(method).unary(method)
+        if cancel_with is not None:
+            return self._cancellable(method, fn, request, timeout, metadata, cancel_with)
         try:
             body, call = fn.with_call(
                 request, timeout=timeout, metadata=metadata, wait_for_ready=False
             )
+        except grpc.RpcError as err:
+            raise self.error(method, err) from None
+        return Reply(body, passable(call.initial_metadata()), passable(call.trailing_metadata()))
+
+    def _cancellable(
+        self,
+        method: str,
+        fn: Any,
+        request: bytes,
+        timeout: float | None,
+        metadata: Metadata,
+        cancel_with: Canceller,
+    ) -> Reply:
+        call = fn.future(request, timeout=timeout, metadata=metadata, wait_for_ready=False)
+        if not cancel_with(call.cancel):
+            call.cancel()  # the caller had already gone
+        try:
+            body = call.result()
+        except grpc.FutureCancelledError:
+            raise BackendError(
+                method,
+                self.endpoint_for(method),
+                grpc.StatusCode.CANCELLED,
+                "the caller went away; the runtime call was cancelled",
+            ) from None
         except grpc.RpcError as err:
             raise self.error(method, err) from None
         return Reply(body, passable(call.initial_metadata()), passable(call.trailing_metadata()))

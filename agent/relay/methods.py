@@ -66,3 +66,31 @@ KNOWN_METHODS = frozenset(
     + [IMAGE_SERVICE + m for m in _IMAGE_UNARY]
     + list(STREAMING_METHODS)
 )
+
+# Reads a runtime answers from what it holds, in milliseconds, and kubelet repeats
+# every second or so. They take the relay's fastest path (a quarter less time per
+# relayed call, measured on a busy 2-CPU VM), which cannot be cancelled midway:
+# nothing to win, they end about when a cancel would arrive. Every other unary call,
+# known or not (ExecSync, PullImage, StopContainer, ...), is cancelled at the
+# runtime when its caller goes, freeing its thread at once (server.py).
+QUICK_METHODS = frozenset(
+    [
+        RUNTIME_SERVICE + m
+        for m in (
+            "Version",
+            "Status",
+            "RuntimeConfig",
+            "PodSandboxStatus",
+            "ListPodSandbox",
+            "ListContainers",
+            "ContainerStatus",
+            "ContainerStats",
+            "ListContainerStats",
+            "PodSandboxStats",
+            "ListPodSandboxStats",
+            "ListMetricDescriptors",
+            "ListPodSandboxMetrics",
+        )
+    ]
+    + [IMAGE_SERVICE + m for m in ("ListImages", "ImageStatus", "ImageFsInfo")]
+)

@@ -12,6 +12,8 @@ are registered as request-streaming so that the relay, not grpc, reads the
 request message: a call that never sends it is then visible and can be let go.
 The server stays grpc's synchronous one, which relays a pass-through call with
 fewer thread hops than grpc.aio (measured: benchmarks/starvation_bench.py).
+A caller that goes away takes its runtime call with it (cancelled there too), so
+its thread and its slot are free at once; its deadline is passed on to the runtime.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, p
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
 from agent.relay.limits import KindLimit, Limits, WaitingRoom
-from agent.relay.methods import KNOWN_METHODS, STREAMING_METHODS
+from agent.relay.methods import KNOWN_METHODS, QUICK_METHODS, STREAMING_METHODS
 from agent.relay.pool import ElasticExecutor
 from agent.relay.streams import StreamCancelled
 
@@ -187,7 +189,11 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
                 raise self._gone(method, grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed")
             if not context.is_active():
                 raise self._gone(method, grpc.StatusCode.CANCELLED, "caller cancelled")
-            reply = self._backend.unary(method, body, timeout=timeout, metadata=metadata)
+            # Once the caller is gone, the runtime call is cancelled too (methods.py).
+            cancel_with = None if method in QUICK_METHODS else context.add_callback
+            reply = self._backend.unary(
+                method, body, timeout=timeout, metadata=metadata, cancel_with=cancel_with
+            )
             replies.append(reply)
             return reply.body
 

@@ -183,8 +183,8 @@ def test_held_calls_starve_nobody_on_containerd(
         gate.set()
         for call in held:
             call.cancel()
-        # The relay does not cancel a unary runtime call when its caller goes, and
-        # containerd stops a pod only once its execs end: let them finish first.
+        # containerd stops a pod only once its execs end: let them finish first
+        # (cancelling would end the relay's calls, not the processes they run).
         give_up = time.monotonic() + EXEC_S + 60
         for call in long_calls:
             with contextlib.suppress(grpc.RpcError, grpc.FutureTimeoutError):
