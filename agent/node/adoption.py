@@ -59,15 +59,21 @@ def _cpuset(text: str, what: str) -> CPUSet:
 
 
 def adopt(
-    books: Books, request: ContainerRequest, linux: cri_pb2.LinuxContainerResources
+    books: Books,
+    request: ContainerRequest,
+    linux: cri_pb2.LinuxContainerResources,
+    *,
+    retry_s: float | None = None,
 ) -> Decision | None:
-    """Take a container the agent does not know in where it runs (None: cannot)."""
+    """Take a container the agent does not know in where it runs (None: cannot).
+    `retry_s`: when the caller tries again if this fails (said in the error)."""
     what = f"container {request.key}"
     cpus, mems = _cpuset(linux.cpuset_cpus, what), _cpuset(linux.cpuset_mems, what)
     try:
         decision = books.policy.adopt(request, cpus, mems)
     except PlacementError as err:
-        log.error("cannot adopt %s (%s): %s", request.key, request.container.who, err)
+        then = "" if retry_s is None else f"; trying again in {retry_s:.0f} s"
+        log.error("cannot adopt %s (%s): %s%s", request.key, request.container.who, err, then)
         return None
     books.apply(decision.updates)
     log.info(

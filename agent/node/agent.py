@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError, Message
 
 from agent.affinity import AnnotationError
 from agent.node.adoption import adopt, adoptee, applied
+from agent.node.backoff import Backoff
 from agent.node.books import Books, Unresolved, write_cpusets
 from agent.node.crashpoints import crash_point
 from agent.node.describe import (
@@ -161,6 +162,7 @@ class NodeAgent:
         background_updates: bool = False,
         on_decision: OnDecision | None = None,
         observer: PlacementObserver | None = None,
+        adoption_backoff: Backoff | None = None,
     ) -> None:
         self.machine = machine
         self.config = config
@@ -173,6 +175,8 @@ class NodeAgent:
         self._updater = Updater(runtime.update_container_resources)
         self._books = Books(machine, config, self._updater)
         self._writer = StateWriter(store)
+        # Containers a relist could not adopt: tried again after a growing wait.
+        self._retries = Backoff() if adoption_backoff is None else adoption_backoff
         if background_updates:
             self._updater.start_worker()
 
@@ -628,7 +632,7 @@ class NodeAgent:
         # kubelet relists every second: decide without the lock that nothing is to do.
         sent, unresolved = self._books.sent, self._books.unresolved
         strangers = [c for c in containers if c.state in LIVE_STATES and c.id not in sent]
-        if strangers or unresolved:
+        if strangers or unresolved or self._retries:
             self._take_in(strangers, complete=not req.HasField("filter"))
         return reply
 
@@ -651,6 +655,7 @@ class NodeAgent:
                 self._adopt_stranger(ctr)
         if not complete:
             return
+        self._retries.keep_only(c.id for c in strangers)
         now = time.monotonic()
         with self._lock:
             stale = [
@@ -667,18 +672,24 @@ class NodeAgent:
             self._release(stale)
 
     def _adopt_stranger(self, ctr: cri_pb2.Container) -> None:
+        if not self._retries.due(ctr.id):
+            return
         try:
             status = self._runtime.container_status(ctr.id)
         except BackendError as err:
-            log.debug("cannot adopt %s yet: %s", ctr.id, err)
+            retry_s = self._retries.failed(ctr.id)
+            log.debug("cannot adopt %s yet: %s; trying again in %.0f s", ctr.id, err, retry_s)
             return
         with self._lock:
             if ctr.id in self._books.sent:
                 return
             request, _ = adoptee(self._books, ctr, status)
             linux = status.resources.linux
-            if adopt(self._books, request, linux) is None:
+            retry_s = self._retries.next_delay(ctr.id)
+            if adopt(self._books, request, linux, retry_s=retry_s) is None:
+                self._retries.failed(ctr.id)
                 return
+            self._retries.succeeded(ctr.id)
             self._books.created(ctr.id, linux)
             applied(self._books, ctr.id, status)
             self._books.want(ctr.id)
