@@ -17,6 +17,7 @@ from typing import Any
 from agent.labels.sources import FILE_PREFIX
 from agent.policy.config import ConfigError, PolicyConfig
 from agent.relay.endpoint import Endpoint, EndpointError
+from agent.relay.limits import Limits
 from agent.yamlfile import YamlFileError, read_yaml_file
 
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
@@ -24,6 +25,7 @@ DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
 DEFAULT_FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/numa-agent"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+_RELAY = Limits()  # the relay's own defaults, so that there is one place for them
 
 __all__ = ["AgentConfig", "ConfigError", "config_from_mapping", "resolve_config"]
 
@@ -43,11 +45,25 @@ class AgentConfig:
     feature_file: str = DEFAULT_FEATURE_FILE  # empty: no feature file
     physical_host_id: str = ""  # the id itself, or file:/path; empty: DMI on hardware
     label_salt: str = ""  # key of the physical-host label's hash
+    # Calls the relay holds at once, per kind (agent/relay/limits.py says why each).
+    relay_passthrough_limit: int = _RELAY.passthrough
+    relay_placement_limit: int = _RELAY.placement
+    relay_stream_limit: int = _RELAY.streams
+    relay_waiting_limit: int = _RELAY.waiting
     policy: PolicyConfig = field(default_factory=PolicyConfig)
 
     @property
     def effective_image_endpoint(self) -> str:
         return self.image_endpoint or self.runtime_endpoint
+
+    @property
+    def relay_limits(self) -> Limits:
+        return Limits(
+            waiting=self.relay_waiting_limit,
+            passthrough=self.relay_passthrough_limit,
+            placement=self.relay_placement_limit,
+            streams=self.relay_stream_limit,
+        )
 
 
 # Documentation of every key, in the order `numa-agent config --defaults` prints them.
@@ -66,7 +82,21 @@ AGENT_KEYS: dict[str, str] = {
     "feature_file": "node labels for Node Feature Discovery, rewritten on change; empty = off",
     "physical_host_id": "id of the physical machine (or file:/path); empty = DMI on hardware",
     "label_salt": "secret mixed into the physical-host label's hash",
+    "relay_passthrough_limit": "calls without a hook (Version, ExecSync, PullImage, ...) "
+    "the relay holds at once; more are refused with RESOURCE_EXHAUSTED",
+    "relay_placement_limit": "calls with a hook (CreateContainer, ListContainers, ...) "
+    "the relay holds at once; more are refused with RESOURCE_EXHAUSTED",
+    "relay_stream_limit": "server-streaming calls (GetContainerEvents, ...) the relay "
+    "holds open at once; more are refused with RESOURCE_EXHAUSTED",
+    "relay_waiting_limit": "calls the relay holds before their request message arrives; "
+    "when full, the one waiting longest is cancelled",
 }
+RELAY_LIMIT_KEYS = (
+    "relay_passthrough_limit",
+    "relay_placement_limit",
+    "relay_stream_limit",
+    "relay_waiting_limit",
+)
 
 
 def _check_str(key: str, value: Any) -> str:
@@ -89,9 +119,20 @@ def _seconds(key: str, value: Any) -> float:
     return float(value)
 
 
+def _count(key: str, value: Any) -> int:
+    """A whole number >= 1: an integer, or a string of digits from the command line."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}: expected a whole number >= 1, got {value!r}")
+    return value
+
+
 def _validate_agent_key(key: str, value: Any) -> Any:
     if key == "reconcile_period":
         return _seconds(key, value)
+    if key in RELAY_LIMIT_KEYS:
+        return _count(key, value)
     text = _check_str(key, value)
     if key in ("runtime_endpoint", "listen") and not text:
         raise ConfigError(f"{key}: must not be empty")

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from agent import __version__
-from agent.config import AgentConfig, ConfigError, resolve_config
+from agent.config import RELAY_LIMIT_KEYS, AgentConfig, ConfigError, resolve_config
 from agent.introspect.document import AgentInfo, status_document
 from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
@@ -154,6 +154,7 @@ class Daemon:
             hooks=self.node.relay_hooks(),
             socket_group=cfg.socket_group,
             observer=None if metrics is None else metrics.observe_call,
+            limits=cfg.relay_limits,
         )
         self.relay.start()
         self.introspect = IntrospectServer(status_socket_path(cfg.listen), self.status)
@@ -242,6 +243,7 @@ class Daemon:
                 "state_dir",
                 "sysfs_root",
                 "reconcile_period",
+                *RELAY_LIMIT_KEYS,
             )
             if getattr(new, key) != getattr(self.config, key)
         )

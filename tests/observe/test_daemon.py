@@ -25,15 +25,18 @@ from agent.daemon import Daemon
 from agent.introspect.server import status_socket_path
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.policy.config import PolicyConfig
+from agent.relay.limits import Limits
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
-from tests.waiting import wait_until
+from tests.waiting import LIMIT_S, wait_until
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 
 RESERVED = "0,40"
 EVENTS = "/runtime.v1.RuntimeService/GetContainerEvents"
+RT = "/runtime.v1.RuntimeService/"
+IMG = "/runtime.v1.ImageService/"
 
 
 @dataclass
@@ -63,7 +66,9 @@ def sysfs() -> Iterator[Path]:
         yield write_shape("xeon-2s-2numa", Path(d))
 
 
-def start_daemon(sockdir: Path, tmp_path: Path, sysfs: Path, metrics: str) -> Iterator[Running]:
+def start_daemon(
+    sockdir: Path, tmp_path: Path, sysfs: Path, metrics: str, **keys: Any
+) -> Iterator[Running]:
     rt_path = sockdir / "rt.sock"
     server, runtime = serve_memory_runtime(rt_path)
     config = AgentConfig(
@@ -74,6 +79,7 @@ def start_daemon(sockdir: Path, tmp_path: Path, sysfs: Path, metrics: str) -> It
         metrics_address=metrics,
         feature_file="",  # never the host's NFD directory
         policy=PolicyConfig.from_mapping({"reserved_cpus": RESERVED}),
+        **keys,
     )
     daemon = Daemon(config, runtime_wait_s=5)
     daemon.start()
@@ -227,3 +233,24 @@ def test_documented_metrics_are_the_served_ones(running: Running) -> None:
             name = name.removesuffix(suffix)
         served.add(name)
     assert documented == served
+
+
+def test_the_relay_limits_come_from_the_configuration(
+    sockdir: Path, tmp_path: Path, sysfs: Path
+) -> None:
+    for running in start_daemon(sockdir, tmp_path, sysfs, "", relay_passthrough_limit=1):
+        relay = running.daemon.relay
+        assert relay is not None
+        assert relay.limits == Limits(passthrough=1)
+        gate = running.runtime.hold_next("PullImage")
+        with grpc.insecure_channel(f"unix://{running.listen}") as channel:
+            held = channel.unary_unary(IMG + "PullImage").future(b"", timeout=LIMIT_S * 4)
+            try:
+                assert gate.entered.wait(LIMIT_S)
+                with pytest.raises(grpc.RpcError) as err:
+                    channel.unary_unary(RT + "Version")(b"", timeout=LIMIT_S)
+                assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "1 pass-through calls in flight" in err.value.details()
+            finally:
+                gate.release.set()
+                held.cancel()

@@ -10,6 +10,7 @@ import yaml
 from agent.cli import main
 from agent.commands.config import render_config
 from agent.config import AgentConfig, ConfigError, config_from_mapping, resolve_config
+from agent.relay.limits import Limits
 from topology.cpuset import CPUSet
 
 
@@ -46,6 +47,10 @@ def test_flags_win_over_the_file(tmp_path: Path) -> None:
         ({"reserved_cpus": "3-1"}, "reserved_cpus"),
         ({"pin_cpus": "yes"}, "pin_cpus: expected true or false"),
         ({"socket_group": "no-such-group-xyz"}, "socket_group: no group named"),
+        ({"relay_stream_limit": 0}, "relay_stream_limit: expected a whole number >= 1, got 0"),
+        ({"relay_waiting_limit": "many"}, "relay_waiting_limit: expected a whole number >= 1"),
+        ({"relay_placement_limit": True}, "relay_placement_limit: expected a whole number"),
+        ({"relay_passthrough_limit": 2.5}, "relay_passthrough_limit: expected a whole number"),
     ],
 )
 def test_bad_values_name_the_key(data: dict[str, object], message: str) -> None:
@@ -77,3 +82,21 @@ def test_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     path.write_text("colour: blue\n")
     assert main(["config", "--config", str(path)]) == 2
     assert "unknown configuration key 'colour'" in capsys.readouterr().err
+
+
+def test_the_relay_limits_are_keys_with_the_relays_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert AgentConfig().relay_limits == Limits()
+    assert main(["config", "--defaults"]) == 0
+    defaults = yaml.safe_load(capsys.readouterr().out)
+    assert [defaults[f"relay_{kind}_limit"] for kind in ("passthrough", "placement", "stream")] == [
+        256,
+        128,
+        256,
+    ]
+    assert defaults["relay_waiting_limit"] == 64
+    flags = ["--relay-passthrough-limit", "3", "--relay-stream-limit", "5"]
+    assert main(["config", *flags]) == 0
+    effective = config_from_mapping(yaml.safe_load(capsys.readouterr().out))
+    assert effective.relay_limits == Limits(passthrough=3, streams=5)
