@@ -29,6 +29,7 @@ from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime as MemoryRuntime
 from devtools.fake_runtime import serve_memory_runtime
 from proto import cri_pb2
+from tests.waiting import LIMIT_S
 from topology.tree import Machine
 
 _SERVICE = "/runtime.v1.RuntimeService/"
@@ -213,7 +214,7 @@ class Node:
         return str(self.linux(cid).cpuset_mems)
 
     def settle(self) -> None:
-        assert self.agent.wait_for_updates(5.0), f"{self.agent.pending_updates()} updates owed"
+        assert self.agent.wait_for_updates(LIMIT_S), f"{self.agent.pending_updates()} updates owed"
 
     def calls(self, rpc: str) -> list[Any]:
         return [c.request for c in self.runtime.calls if c.method == rpc]

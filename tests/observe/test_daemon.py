@@ -114,7 +114,7 @@ def test_metrics_count_calls_decisions_refusals_and_capacity(running: Running) -
             pod(client, "huge", 79000, QoSClass.GUARANTEED)
         assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
         db_cpus = CPUSet.parse(client.container_status(db).status.resources.linux.cpuset_cpus)
-    assert running.daemon.node is not None and running.daemon.node.wait_for_updates(5)
+    assert running.daemon.node is not None and running.daemon.node.wait_for_updates(LIMIT_S)
 
     m = running.scrape()
     calls = "numa_agent_cri_request_duration_seconds_count"

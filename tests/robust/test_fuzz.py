@@ -31,7 +31,7 @@ from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.robust.harness import RuntimeServer, live
-from tests.waiting import wait_until
+from tests.waiting import LIMIT_S, wait_until
 from topology.cpuset import CPUSet
 from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
@@ -242,7 +242,7 @@ def _threads_beside_the_pools() -> int:
 def test_nothing_leaked_after_the_fuzzing(fuzzed: Fuzzed) -> None:
     """Runs after the fuzz tests in this module: every pod was removed, so the agent
     holds nothing, the runtime runs nothing, and threads did not pile up."""
-    fuzzed.node.wait_for_updates(5.0)
+    assert fuzzed.node.wait_for_updates(LIMIT_S)
     assert fuzzed.node.placements() == []
     assert live(fuzzed.server.runtime) == {}
     baseline, pooled = _threads_beside_the_pools(), fuzzed.relay.threads()

@@ -23,6 +23,7 @@ from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from tests.node.conftest import InProcessKubelet
 from tests.robust.harness import RuntimeServer, Site, books_problems, create, live, run_pod
+from tests.waiting import LIMIT_S
 from topology.cpuset import CPUSet
 from topology.fakesysfs import SHAPES, write_sysfs
 from topology.sysfs import read_machine
@@ -144,7 +145,7 @@ def test_topology_change_keeps_valid_placements_and_moves_the_rest(
         root, reserved, gone = full, f"0,{lose.first()}", CPUSet.of([lose.first()])
     second = _agent(root, runtime, state, reserved)
     try:
-        assert second.wait_for_updates(5.0)
+        assert second.wait_for_updates(LIMIT_S)
         now = live(runtime)
         assert now[cids["keep"]] == keep, "a container whose CPUs are still valid was moved"
         moved = now[cids["lose"]]
