@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from agent.config import DEFAULT_FEATURE_FILE
 from topology.fakesysfs import write_shape
@@ -14,6 +15,11 @@ from topology.sysfs import read_machine
 from topology.tree import Machine
 
 _MACHINES: dict[str, Machine] = {}
+
+# Hypothesis fails an example that takes over 200 ms by default: a duration asserted,
+# which a busy machine misses. No example here is about speed (benchmarks/ are).
+settings.register_profile("numa-agent", deadline=None)
+settings.load_profile("numa-agent")
 
 
 @pytest.fixture(scope="session")
