@@ -30,6 +30,15 @@ def _free_port() -> int:
         return port
 
 
+def _listening(port: int) -> bool:
+    """The agent's metrics endpoint accepts connections (it opens it last)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
 def metrics_bytes(port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
         return len(reply.read())
@@ -73,7 +82,10 @@ def measure(base: Path, runtime_sock: Path, names: int) -> Result:
     port = _free_port()
     argv = [PY, "-m", "benchmarks.serve_agent", f"unix://{runtime_sock}", str(listen)]
     agent = Process(
-        [*argv, str(base / "state"), str(sysfs), f"127.0.0.1:{port}"], listen, base / "agent.log"
+        [*argv, str(base / "state"), str(sysfs), f"127.0.0.1:{port}"],
+        listen,
+        base / "agent.log",
+        lambda: _listening(port),
     )
     try:
         with grpc.insecure_channel(f"unix://{listen}") as channel:

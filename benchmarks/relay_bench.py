@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from agent.introspect.server import status_socket_path
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd, missing_prerequisites
@@ -107,9 +108,17 @@ def drive(call: Callable[[int], object], count: int, concurrency: int) -> Run:
 
 
 class Process:
-    """A helper process that prints "ready" when it serves; stopped with SIGTERM / stdin EOF."""
+    """A helper process, ready once `socket` exists and `ready()` is true (the agent
+    serves its CRI socket before its status socket and metrics: a bench asking those
+    waits for them too); stopped with SIGTERM / stdin EOF."""
 
-    def __init__(self, argv: list[str], socket: Path, log: Path) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        socket: Path,
+        log: Path,
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.log = log
         self._log = log.open("wb")
         self.proc = subprocess.Popen(
@@ -117,7 +126,7 @@ class Process:
         )
         self.ps = psutil.Process(self.proc.pid)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not socket.exists():
+        while not (socket.exists() and ready()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"{argv[:4]} did not start; log:\n{log.read_text()[-2000:]}")
@@ -147,7 +156,8 @@ def start_agent(base: Path, runtime_endpoint: str, sysfs: Path) -> Process:
     listen = base / "agent.sock"
     argv = [PY, "-m", "benchmarks.serve_agent", runtime_endpoint, str(listen)]
     argv += [str(base / "state"), str(sysfs)]
-    return Process(argv, listen, base / "agent.log")
+    # The status socket is the last one the agent opens (without metrics).
+    return Process(argv, listen, base / "agent.log", status_socket_path(str(listen)).exists)
 
 
 class Pods:

@@ -159,7 +159,12 @@ def measure(base: Path, plan: Plan) -> dict[str, Any]:
     sysfs = write_shape("xeon-2s-2numa", base / "sysfs")
     listen = base / "agent" / "agent.sock"
     argv = [PY, "-m", "benchmarks.serve_agent", f"unix://{runtime_sock}", str(listen)]
-    agent = Process([*argv, str(base / "state"), str(sysfs)], listen, base / "agent.log")
+    agent = Process(
+        [*argv, str(base / "state"), str(sysfs)],
+        listen,
+        base / "agent.log",
+        status_socket_path(str(listen)).exists,  # measured too: wait for it
+    )
     try:
         with CRIClient(str(listen), timeout=30) as setup:
             pods = []

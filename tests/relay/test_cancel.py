@@ -88,6 +88,7 @@ def test_a_unary_call_whose_caller_went_frees_its_slot_at_once(
         assert not gate.release.is_set()
         relayed.runtime.hold_next(name).release.set()  # the next one is answered at once
         assert relayed.code_of(method) != grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert [c.method for c in relayed.runtime.calls].count(name) == 2  # it got through
         # And the runtime saw its call go.
         wait_until(lambda: name in relayed.runtime.cancelled, what="the runtime call cancelled")
         if how == "deadline":
