@@ -38,12 +38,18 @@ class ScriptedRuntime:
         class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
             def service(self, details: Any) -> Any:
                 def stream(request: bytes, context: Any) -> Iterator[bytes]:
+                    gone = threading.Event()
+                    context.add_callback(gone.set)
                     context.send_initial_metadata((("x-first", "1"),))
-                    for i in range(script.count):
-                        yield request + bytes([i])
+                    try:
+                        for i in range(script.count):
+                            yield request + bytes([i])
+                    except GeneratorExit:
+                        # The caller went while its messages were still being sent (a
+                        # busy machine): grpc closes the stream at its current message.
+                        script.ended.append("caller gone")
+                        raise
                     if script.hold:
-                        gone = threading.Event()
-                        context.add_callback(gone.set)
                         gone.wait(WAIT_S * 3)
                         script.ended.append("caller gone" if gone.is_set() else "timed out")
                         return
