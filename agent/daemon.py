@@ -214,6 +214,7 @@ class Daemon:
             ),
             pending_updates=node.pending_updates(),
             process=process_stats(),
+            state_problem=node.state_problem(),
         )
         placements, capacity = node.placements_and_capacity()
         return status_document(

@@ -28,6 +28,11 @@ class AgentInfo:
     metrics_address: str  # "" = metrics off
     pending_updates: int
     process: ProcessStats
+    # Why the state file cannot be written now ("" when it can): calls that need a
+    # new record are refused meanwhile (docs/operations.md).
+    state_problem: str = ""
+    # Processes the reconcile saw outside their container's cgroup (it cannot move them).
+    stray_processes: tuple[str, ...] = ()
 
 
 def _container(p: Placement) -> dict[str, Any]:
@@ -168,6 +173,8 @@ def status_document(
             "pending_updates": info.pending_updates,
             "cpu_seconds": round(proc.cpu_seconds, 2),
             "rss_bytes": proc.rss_bytes,
+            "state_problem": info.state_problem,
+            "stray_processes": list(info.stray_processes),
         },
         **machine_document(machine, reserved_cpus, placements, capacity),
     }

@@ -10,35 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
+from agent.annotations import read_annotations
 from agent.kubelet import qos_from_cgroup_parent
-from agent.policy.request import (
-    PREFER_ISOLATED,
-    PREFER_SHARED,
-    Resources,
-    milli_cpu_limit,
-    milli_cpu_request,
-)
+from agent.policy.request import Resources, milli_cpu_limit, milli_cpu_request
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2
 
 # Container states that hold CPUs: created (about to start) or running.
 LIVE_STATES = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
-
-# The pod annotations the agent reads. Nothing else is kept: Kubernetes allows
-# 256 KiB of annotations per pod (last-applied-configuration alone is often
-# kilobytes), and every kept byte is held in memory and written to the state file.
-READ_ANNOTATIONS = frozenset({ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY})
-READ_ANNOTATION_PREFIXES = (f"{PREFER_SHARED}/", f"{PREFER_ISOLATED}/", "numa-agent.io/")
-
-
-def read_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The annotations of a pod the agent reads (see READ_ANNOTATIONS)."""
-    return {
-        key: value
-        for key, value in annotations.items()
-        if key in READ_ANNOTATIONS or key.startswith(READ_ANNOTATION_PREFIXES)
-    }
 
 
 def resources_of(linux: cri_pb2.LinuxContainerResources) -> Resources:
