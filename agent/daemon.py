@@ -126,7 +126,7 @@ class Daemon:
         runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
         log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
         store = StateStore(cfg.state_dir, machine_fingerprint(machine))
-        self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
+        self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint, update_timeout=cfg.update_timeout)
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
         if metrics is not None:
             metrics.watch_state_file(store)  # a read-only state dir serves, counting failures
@@ -243,6 +243,7 @@ class Daemon:
                 "state_dir",
                 "sysfs_root",
                 "reconcile_period",
+                "update_timeout",
             )
             if getattr(new, key) != getattr(self.config, key)
         )

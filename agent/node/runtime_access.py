@@ -80,14 +80,17 @@ class _RawAccess:
 
 
 class GrpcRuntimeAccess(_RawAccess):
-    """The runtime at `endpoint` (unix:///path or a path), each call bounded by `timeout`."""
+    """The runtime at `endpoint` (unix:///path or a path), each call bounded by
+    `timeout`, and each cpuset update by `update_timeout` (its own deadline)."""
 
-    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 10.0, update_timeout: float = 5.0) -> None:
         self._backend = Backend(Endpoint.parse(endpoint))
         self.timeout = timeout
+        self.update_timeout = update_timeout
 
     def _call(self, method: str, request: bytes) -> bytes:
-        return self._backend.unary(method, request, timeout=self.timeout).body
+        limit = self.update_timeout if method == UPDATE_CONTAINER_RESOURCES else self.timeout
+        return self._backend.unary(method, request, timeout=limit).body
 
     def close(self) -> None:
         self._backend.close()

@@ -204,6 +204,12 @@ class Updater:
         with self._lock:
             return len(self._owed)
 
+    def retry_at(self, container_id: str) -> float | None:
+        """When the container's next send may go after failures (its clock), or None."""
+        with self._lock:
+            backoff = self._backoff.get(container_id)
+            return None if backoff is None else backoff.due
+
     def in_flight(self) -> frozenset[str]:
         """The containers whose update is at the runtime now."""
         with self._lock:
