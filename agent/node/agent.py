@@ -20,6 +20,7 @@ from agent.node.containers import Containers
 from agent.node.create import CREATE_GRACE_S, UNKNOWN_OUTCOME, Creates
 from agent.node.decisions import Decider, OnDecision, PlacementObserver
 from agent.node.keeper import BookKeeper
+from agent.node.kernel import read_back
 from agent.node.methods import (
     CONTAINER_STATUS,
     CREATE_CONTAINER,
@@ -39,6 +40,7 @@ from agent.node.runtime_access import RuntimeAccess
 from agent.node.updates import Updater
 from agent.policy.config import PolicyConfig
 from agent.policy.policy import PoolCapacity
+from agent.relay.backend import BackendError
 from agent.relay.hooks import Forward, Hook
 from agent.state import schema
 from agent.state.store import StateStore
@@ -130,7 +132,9 @@ class NodeAgent:
         self.config = config
         self._runtime = runtime
         self._store = store
-        self._updater = Updater(runtime.update_container_resources)
+        self._updater = Updater(
+            runtime.update_container_resources, verify=lambda cid: _read_back(runtime, cid)
+        )
         self._keeper = BookKeeper(
             Books(machine, config, self._updater),
             StateWriter(store),
@@ -215,6 +219,10 @@ class NodeAgent:
         an update whose outcome was unknown is known again."""
         self._updater.confirm(container_id, cpus, mems)
 
+    def updates_in_flight(self) -> frozenset[str]:
+        """The containers whose cpuset update is at the runtime now."""
+        return self._updater.in_flight()
+
     def wait_for_updates(self, timeout: float) -> bool:
         """Until nothing is owed (True) or `timeout` seconds pass (False); background mode."""
         return self._updater.wait_idle(timeout)
@@ -267,6 +275,14 @@ class NodeAgent:
         except schema.StateFormatError as err:
             self._store.move_aside(f"unreadable payload: {err}")
             return schema.EMPTY
+
+
+def _read_back(runtime: RuntimeAccess, container_id: str) -> tuple[str, str] | None:
+    """The kernel's view of the container (updates.Verify); None when it cannot be read."""
+    try:
+        return read_back(runtime.container_pid, container_id)
+    except BackendError:
+        return None
 
 
 def _placements(books: Books) -> list[Placement]:

@@ -7,6 +7,7 @@ report a cpuset it never applied. Read only; the agent never writes cgroups.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,3 +37,13 @@ def read_allowed(pid: int, proc: Path = PROC) -> Allowed | None:
         )
     except (KeyError, CPUSetError):
         return None
+
+
+def read_back(
+    pid_of: Callable[[str], int | None], container_id: str, proc: Path = PROC
+) -> tuple[str, str] | None:
+    """What the kernel lets the container's first process use, as (cpus, mems) in
+    list form; None if its pid is not reported or its /proc entry cannot be read."""
+    pid = pid_of(container_id)
+    allowed = None if pid is None else read_allowed(pid, proc)
+    return None if allowed is None else (str(allowed.cpus), str(allowed.mems))

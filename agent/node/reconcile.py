@@ -133,6 +133,9 @@ class Reconciler:
                     repaired.append(want.container_id)
                     if self._observer is not None:
                         self._observer.repaired()
+            elif action is Action.OK:
+                # Read back and right: an update whose outcome was unknown is known now.
+                self._agent.confirm(want.container_id, str(want.cpus), str(want.mems))
             elif action is Action.RESEND and self._agent.resend(want.container_id):
                 resent += 1
                 if self._observer is not None:

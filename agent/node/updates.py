@@ -16,7 +16,11 @@ re-send waits for it, it is not reset.
 An update that failed or timed out may still have been applied (a stopped shim
 applies it when resumed): the container's cpuset is then unknown, not "as before",
 so its next wish is always sent, even one equal to what the runtime last accepted,
-until a send succeeds or the reconcile reads the cpuset back (`confirm`).
+until a send succeeds or the reconcile reads the cpuset back (`confirm`). And
+since calls stuck at a stopped shim are applied when it resumes, in any order,
+the first send that goes through after such a failure is checked against the
+kernel's view VERIFY_AFTER_S later (background mode, `verify`): a difference
+makes the cpuset unknown again and the wish is sent again.
 """
 
 from __future__ import annotations
@@ -34,13 +38,21 @@ import grpc
 from agent.node.crashpoints import crash_point
 from agent.relay.backend import BackendError
 from proto import cri_pb2
+from topology.cpuset import CPUSet, CPUSetError
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, cri_pb2.LinuxContainerResources], None]
+# Reads back what the kernel lets a container use: (cpus, mems) in list form, or
+# None when it cannot be read (no pid, another pid namespace).
+Verify = Callable[[str], tuple[str, str] | None]
 
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 5.0
+# After an update whose outcome was unknown finally goes through, the kernel's view
+# is read back this much later: calls stuck at a stopped shim are applied when it
+# resumes, in any order, possibly after the one that went through.
+VERIFY_AFTER_S = 0.5
 # Calls in flight at once in the background; more due containers wait for a free
 # sender. A hung call holds one for at most its deadline.
 MAX_SENDERS = 64
@@ -65,6 +77,20 @@ def _cpuset(res: cri_pb2.LinuxContainerResources) -> tuple[str, str]:
     return res.cpuset_cpus, res.cpuset_mems
 
 
+def _same(seen: tuple[str, str], wanted: tuple[str, str]) -> bool:
+    """Whether the kernel's (cpus, mems) are the wanted ones; an empty wanted set
+    (not pinned) matches anything."""
+    for have, want in zip(seen, wanted, strict=True):
+        if not want:
+            continue
+        try:
+            if CPUSet.parse(have) != CPUSet.parse(want):
+                return False
+        except CPUSetError:
+            return False
+    return True
+
+
 def backoff_after(failures: int) -> float:
     """Seconds to wait after `failures` failed sends in a row (capped exponential)."""
     return float(min(FIRST_BACKOFF_S * 2 ** (failures - 1), MAX_BACKOFF_S))
@@ -73,9 +99,17 @@ def backoff_after(failures: int) -> float:
 class Updater:
     """What is owed to whom. Its lock guards only dicts; no runtime call is made under it."""
 
-    def __init__(self, send: Send, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        send: Send,
+        clock: Callable[[], float] = time.monotonic,
+        verify: Verify | None = None,
+    ) -> None:
         self._send = send
         self._clock = clock
+        self._verify = verify
+        # Containers to read back (when, and the resources that went through).
+        self._checks: dict[str, tuple[float, cri_pb2.LinuxContainerResources]] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._owed: dict[str, _Owed] = {}
@@ -198,6 +232,7 @@ class Updater:
             self._applied.pop(container_id, None)
             self._unknown.discard(container_id)
             self._backoff.pop(container_id, None)
+            self._checks.pop(container_id, None)
             self._changed.notify_all()
 
     def pending(self) -> int:
@@ -233,6 +268,10 @@ class Updater:
             # Forgotten while in flight: the container is gone, remember nothing.
             if container_id in self._owed or container_id in self._applied:
                 self._applied[container_id] = _cpuset(owed.resources)
+                checking = self._verify is not None and self._thread is not None
+                if container_id in self._unknown and checking:
+                    due = self._clock() + VERIFY_AFTER_S
+                    self._checks[container_id] = (due, owed.resources)
                 self._unknown.discard(container_id)
             backoff = self._backoff.pop(container_id, None)
             if backoff is not None and backoff.failures:
@@ -283,6 +322,36 @@ class Updater:
         else:
             log.debug("cpuset update of %s failed again: %s", container_id, err)
 
+    def _check(self, container_id: str, resources: cri_pb2.LinuxContainerResources) -> None:
+        """Read back what the kernel lets the container use after an update whose
+        outcome was unknown went through; a difference is sent again."""
+        assert self._verify is not None
+        try:
+            seen = self._verify(container_id)
+        except Exception as err:  # a read-back must never stop the sender
+            log.debug("cannot read back %s: %s", container_id, err)
+            seen = None
+        with self._lock:
+            self._sending.discard(container_id)
+            self._changed.notify_all()
+            if seen is None or self._applied.get(container_id) != _cpuset(resources):
+                return  # cannot tell, or changed (forgotten, sent again) meanwhile
+            if _same(seen, _cpuset(resources)):
+                return
+            log.warning(
+                "%s: the kernel lets it use cpus %s mems %s although the runtime accepted "
+                "cpus %r mems %r (an update stuck earlier was applied late); sending it again",
+                container_id,
+                seen[0],
+                seen[1],
+                resources.cpuset_cpus,
+                resources.cpuset_mems,
+            )
+            self._applied.pop(container_id, None)
+            self._unknown.add(container_id)
+            if container_id not in self._owed:
+                self._owed[container_id] = _Owed(resources)
+
     def flush(self) -> int:
         """Send everything owed once, now (synchronous mode); returns how many are still owed."""
         with self._lock:
@@ -319,18 +388,31 @@ class Updater:
                             due.append((cid, owed))
                         else:
                             waits.append(at - now)
-                    if due:
+                    checks = []
+                    for cid, (at, _) in self._checks.items():
+                        if cid in self._owed or not self._free(cid):
+                            continue  # a newer wish is on its way: that one is checked
+                        if at <= now:
+                            checks.append(cid)
+                        else:
+                            waits.append(at - now)
+                    if due or checks:
                         break
                     self._changed.wait(min(waits) if waits else None)
                 self._mark_sending(cid for cid, _ in due)
+                self._mark_sending(checks)
+                sent = [(cid, self._checks.pop(cid)[1]) for cid in checks]
             for cid, owed in due:
                 senders.submit(self._attempt, cid, owed)
+            for cid, resources in sent:
+                senders.submit(self._check, cid, resources)
 
     def wait_idle(self, timeout: float) -> bool:
-        """Block until nothing is owed (True) or `timeout` seconds pass (False)."""
+        """Block until nothing is owed or to be read back (True) or `timeout` seconds
+        pass (False)."""
         deadline = self._clock() + timeout
         with self._lock:
-            while self._owed:
+            while self._owed or self._checks or self._sending:
                 left = deadline - self._clock()
                 if left <= 0:
                     return False

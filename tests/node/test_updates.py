@@ -306,3 +306,26 @@ def test_a_resend_does_not_reset_the_back_off_and_each_step_is_logged_once(
     assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0, 5.0]
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "failed" in r.message]
     assert len(warnings) == 8  # one per step up to the cap, then quiet
+
+
+def test_after_an_unknown_outcome_the_kernel_is_read_back_and_a_difference_sent_again() -> None:
+    """A call stuck at a stopped shim may be applied after the one that went through:
+    the kernel's view is read back, and a late widening is undone."""
+    rec = _Recorder([grpc.StatusCode.DEADLINE_EXCEEDED])
+    views = [("0-1", "0"), ("1", "0")]  # the stuck widening landed late; then right
+    seen: list[str] = []
+
+    def verify(cid: str) -> tuple[str, str] | None:
+        seen.append(cid)
+        return views.pop(0) if views else ("1", "0")
+
+    up = Updater(rec, verify=verify)
+    up.start_worker()
+    try:
+        up.set_applied("a", "0-1", "0")
+        up.want("a", _res("1"))
+        assert up.wait_idle(20)
+        assert rec.sent == [("a", "1", 2), ("a", "1", 2)]
+        assert seen == ["a", "a"] and not up.is_unknown("a")
+    finally:
+        up.stop()
