@@ -24,7 +24,7 @@ from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
-from agent.node.fingerprint import machine_fingerprint
+from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
 from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
@@ -125,7 +125,11 @@ class Daemon:
             raise StartupError(f"cannot read the machine's topology: {err}") from err
         runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
         log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
-        store = StateStore(cfg.state_dir, machine_fingerprint(machine))
+        store = StateStore(
+            cfg.state_dir,
+            machine_fingerprint(machine),
+            also_accept=(legacy_fingerprint(machine),),
+        )
         self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint, update_timeout=cfg.update_timeout)
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
         if metrics is not None:

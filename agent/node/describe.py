@@ -94,18 +94,36 @@ def pod_from_config(sandbox_id: str, config: cri_pb2.PodSandboxConfig) -> PodInf
     )
 
 
-def pod_from_sandbox(sandbox: cri_pb2.PodSandbox) -> PodInfo:
-    """A pod listed by the runtime: no cgroup parent, so its QoS is decided per container."""
+def pod_from_sandbox(sandbox: cri_pb2.PodSandbox, cgroup_parent: str = "") -> PodInfo:
+    """A pod listed by the runtime, with the cgroup parent its PodSandboxStatus
+    reports ("" if none: its QoS is then estimated, see qos_of_pod)."""
     md = sandbox.metadata
     return PodInfo(
         uid=md.uid,
         name=md.name,
         namespace=md.namespace,
-        qosclass=UNKNOWN_QOS,
+        qosclass=qos_from_cgroup_parent(cgroup_parent) or UNKNOWN_QOS,
         id=sandbox.id,
         labels=dict(sandbox.labels),
         annotations=read_annotations(sandbox.annotations),
+        cgroup_parent=cgroup_parent,
     )
+
+
+def qos_of_pod(containers: list[Resources]) -> QoSClass:
+    """A pod's class from all its containers' numbers, when no cgroup parent says it:
+    Guaranteed only if every container has a CPU limit equal to a non-zero request
+    and a memory limit; BestEffort if none asks for anything; else Burstable. Never
+    one container's numbers alone: a Burstable pod's container with request = limit
+    must not get exclusive CPUs because its sidecar was not looked at."""
+    if not containers:
+        return QoSClass.BESTEFFORT
+    classes = {qos_from_resources(res) for res in containers}
+    if classes == {QoSClass.GUARANTEED} and all(r.memory_limit_bytes for r in containers):
+        return QoSClass.GUARANTEED
+    if classes == {QoSClass.BESTEFFORT}:
+        return QoSClass.BESTEFFORT
+    return QoSClass.BURSTABLE
 
 
 def container_pod(pod: PodInfo, res: Resources) -> PodInfo:

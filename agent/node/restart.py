@@ -11,17 +11,18 @@ forgotten.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import grpc
 
 from agent.node.adoption import adopt, adoptee, applied
 from agent.node.books import Books
-from agent.node.describe import LIVE_STATES, pod_from_sandbox
+from agent.node.describe import LIVE_STATES, pod_from_sandbox, qos_of_pod, resources_of
 from agent.node.requests import running_request
 from agent.node.runtime_access import RuntimeAccess
 from agent.policy.policy import Decision, PlacementError
-from agent.policy.request import ContainerRequest, CpuKind, classify
+from agent.policy.request import ContainerRequest, CpuKind, Resources, classify
 from agent.relay.backend import BackendError
 from agent.state.schema import SavedContainer, SavedState
 from agent.workload import QoSClass
@@ -36,6 +37,7 @@ class Listing:
 
     sandboxes: tuple[cri_pb2.PodSandbox, ...]
     containers: tuple[tuple[cri_pb2.Container, cri_pb2.ContainerStatus], ...]
+    parents: Mapping[str, str] = field(default_factory=dict)  # sandbox id -> cgroup parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +48,16 @@ class Outcome:
 
 
 def list_runtime(runtime: RuntimeAccess) -> Listing:
-    """Ask the runtime (no lock held); a container gone between list and status is skipped."""
+    """Ask the runtime (no lock held); a container gone between list and status is
+    skipped. Each pod's cgroup parent (its QoS class) comes from PodSandboxStatus."""
     sandboxes = tuple(runtime.list_pod_sandboxes())
+    parents: dict[str, str] = {}
+    for sandbox in sandboxes:
+        try:
+            parents[sandbox.id] = runtime.pod_cgroup_parent(sandbox.id)
+        except BackendError as err:
+            if err.code != grpc.StatusCode.NOT_FOUND:
+                log.warning("cannot read the cgroup parent of pod sandbox %s: %s", sandbox.id, err)
     containers = []
     for ctr in runtime.list_containers():
         if ctr.state not in LIVE_STATES:
@@ -57,14 +67,16 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
         except BackendError as err:
             if err.code != grpc.StatusCode.NOT_FOUND:
                 raise
-    return Listing(sandboxes, tuple(containers))
+    return Listing(sandboxes, tuple(containers), parents)
 
 
 def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
     """Make the books what the state file says, for what still runs (decision lock held)."""
     books.reset()
     for sandbox in listing.sandboxes:
-        books.pods[sandbox.id] = saved.pods.get(sandbox.id) or pod_from_sandbox(sandbox)
+        books.pods[sandbox.id] = saved.pods.get(sandbox.id) or pod_from_sandbox(
+            sandbox, listing.parents.get(sandbox.id, "")
+        )
     known: list[tuple[SavedContainer, cri_pb2.ContainerStatus]] = []
     unknown: list[tuple[cri_pb2.Container, cri_pb2.ContainerStatus]] = []
     for ctr, status in listing.containers:
@@ -88,7 +100,14 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             again.append((request, status))
         else:
             books.apply(decision.updates)
-    adoptees = [adoptee(books, ctr, status) for ctr, status in unknown]
+    # A pod whose class no cgroup parent says is classed over all its containers.
+    by_pod: dict[str, list[Resources]] = {}
+    for ctr, status in unknown:
+        by_pod.setdefault(ctr.pod_sandbox_id, []).append(resources_of(status.resources.linux))
+    classes = {sid: qos_of_pod(res) for sid, res in by_pod.items()}
+    adoptees = [
+        adoptee(books, ctr, status, classes.get(ctr.pod_sandbox_id)) for ctr, status in unknown
+    ]
     adoptees.sort(
         key=lambda a: (
             classify(a[0], books.config).kind is not CpuKind.EXCLUSIVE,

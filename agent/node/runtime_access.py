@@ -16,6 +16,7 @@ from proto import cri_pb2
 
 _SERVICE = "/runtime.v1.RuntimeService/"
 LIST_POD_SANDBOX = _SERVICE + "ListPodSandbox"
+POD_SANDBOX_STATUS = _SERVICE + "PodSandboxStatus"
 LIST_CONTAINERS = _SERVICE + "ListContainers"
 CONTAINER_STATUS = _SERVICE + "ContainerStatus"
 UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
@@ -23,6 +24,8 @@ UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
 
 class RuntimeAccess(Protocol):
     def list_pod_sandboxes(self) -> list[cri_pb2.PodSandbox]: ...
+
+    def pod_cgroup_parent(self, sandbox_id: str) -> str: ...
 
     def list_containers(self) -> list[cri_pb2.Container]: ...
 
@@ -46,6 +49,18 @@ def pid_from_info(info: Mapping[str, str]) -> int | None:
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
+def cgroup_parent_from_info(info: Mapping[str, str]) -> str:
+    """The pod's cgroup parent from a verbose PodSandboxStatus's `info`: containerd
+    puts the sandbox's config in info["info"] (JSON: config.linux.cgroup_parent);
+    "" if not there."""
+    text = info.get("info", "")
+    try:
+        parent = json.loads(text)["config"]["linux"]["cgroup_parent"] if text else ""
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return parent if isinstance(parent, str) else ""
+
+
 class _RawAccess:
     """The four calls over any raw-bytes `call(method, request) -> reply`."""
 
@@ -55,6 +70,13 @@ class _RawAccess:
     def list_pod_sandboxes(self) -> list[cri_pb2.PodSandbox]:
         raw = self._call(LIST_POD_SANDBOX, cri_pb2.ListPodSandboxRequest().SerializeToString())
         return list(cri_pb2.ListPodSandboxResponse.FromString(raw).items)
+
+    def pod_cgroup_parent(self, sandbox_id: str) -> str:
+        """The pod's cgroup parent as the runtime reports it (its QoS class is in it);
+        "" if the runtime does not say."""
+        request = cri_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=True)
+        raw = self._call(POD_SANDBOX_STATUS, request.SerializeToString())
+        return cgroup_parent_from_info(cri_pb2.PodSandboxStatusResponse.FromString(raw).info)
 
     def list_containers(self) -> list[cri_pb2.Container]:
         raw = self._call(LIST_CONTAINERS, cri_pb2.ListContainersRequest().SerializeToString())
