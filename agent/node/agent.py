@@ -144,7 +144,7 @@ class NodeAgent:
         decider = Decider(observer, on_decision)
         self._pods = Pods(self._keeper)
         self._creates = Creates(self._keeper, decider, runtime)
-        self._containers = Containers(self._keeper, decider)
+        self._containers = Containers(self._keeper, decider, runtime)
         self._relists = Relists(self._keeper, self._creates, runtime)
         if background_updates:
             self._updater.start_worker()
@@ -169,7 +169,7 @@ class NodeAgent:
             CREATE_CONTAINER: self._creates.create_container,
             START_CONTAINER: self._containers.start_container,
             STOP_CONTAINER: self._containers.stop_container,
-            REMOVE_CONTAINER: self._containers.stop_container,
+            REMOVE_CONTAINER: self._containers.remove_container,
             UPDATE_CONTAINER_RESOURCES: self._containers.update_container_resources,
             LIST_CONTAINERS: self._relists.list_containers,
             CONTAINER_STATUS: self._relists.container_status,

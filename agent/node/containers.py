@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import grpc
+
 from agent.node.books import Books, write_cpusets
 from agent.node.crashpoints import crash_point
 from agent.node.decisions import Decider
@@ -12,6 +14,7 @@ from agent.node.describe import merge_update, resources_of
 from agent.node.keeper import BookKeeper
 from agent.node.methods import decode
 from agent.node.requests import running_request
+from agent.node.runtime_access import RuntimeAccess
 from agent.policy.policy import Decision
 from agent.policy.record import PlacementRecord
 from agent.policy.request import Resources
@@ -23,9 +26,10 @@ log = logging.getLogger(__name__)
 
 
 class Containers:
-    def __init__(self, keeper: BookKeeper, decider: Decider) -> None:
+    def __init__(self, keeper: BookKeeper, decider: Decider, runtime: RuntimeAccess) -> None:
         self._keeper = keeper
         self._decider = decider
+        self._runtime = runtime
 
     def resend(self, container_id: str) -> bool:
         """Send the container's wanted resources again, even if the runtime was told
@@ -63,7 +67,33 @@ class Containers:
         return reply
 
     def stop_container(self, request: bytes, forward: Forward) -> bytes:
-        # StopContainerRequest and RemoveContainerRequest both carry container_id=1.
+        """A stopped container gives its CPUs back, unless it never started: containerd
+        1.6 answers StopContainer of a created container OK and still starts it
+        later, so its CPUs are held as long as it could run (until it is removed or
+        seen exited)."""
+        container_id = decode(cri_pb2.StopContainerRequest, request).container_id
+        reply = forward(request)
+        if self._keeper.read(lambda b: container_id not in b.sent):
+            return reply
+        if self._could_still_start(container_id):
+            log.info(
+                "%s was stopped before it ever started; the runtime can still start it, so "
+                "its CPUs stay held until it is removed",
+                container_id,
+            )
+            return reply
+        self._keeper.change(lambda b: b.release([container_id]))
+        return reply
+
+    def _could_still_start(self, container_id: str) -> bool:
+        try:
+            state = self._runtime.container_status(container_id).state
+        except BackendError as err:
+            # Gone: nothing can start. Cannot ask: hold (a relist or the remove frees it).
+            return bool(err.code != grpc.StatusCode.NOT_FOUND)
+        return bool(state == cri_pb2.CONTAINER_CREATED)
+
+    def remove_container(self, request: bytes, forward: Forward) -> bytes:
         container_id = decode(cri_pb2.RemoveContainerRequest, request).container_id
         reply = forward(request)
         crash_point("remove-after-runtime")
