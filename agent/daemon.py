@@ -18,6 +18,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config import AgentConfig, ConfigError, resolve_config
+from agent.fdreserve import RESERVE
 from agent.introspect.document import AgentInfo, status_document
 from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
@@ -109,6 +110,8 @@ class Daemon:
 
     def start(self) -> None:
         cfg = self.config
+        # Descriptors for the state file and the status socket when a flood takes the rest.
+        RESERVE.fill()
         # Before anything touches state or the runtime: is another agent already here?
         listen.ensure_free(Endpoint.parse(cfg.listen).path)
         self._state_lock = StateDirLock(cfg.state_dir)
@@ -202,6 +205,7 @@ class Daemon:
         if self._state_lock is not None:
             self._state_lock.release()  # last: the state is written
             self._state_lock = None
+        RESERVE.release_all()
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:

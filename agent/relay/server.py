@@ -42,6 +42,10 @@ CallObserver = Callable[[str, grpc.StatusCode, float], None]
 # beyond Limits.total; this much slack keeps them from being refused by grpc instead.
 _SLACK = 16
 DEFAULT_LIMITS = Limits()
+# A connection with no call in flight for this long is closed (GOAWAY; a gRPC client
+# reconnects by itself when it next calls): idle connections cannot pile up and
+# take the descriptors the agent needs. kubelet calls about every second.
+IDLE_CONNECTION_S = 60.0
 
 
 def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
@@ -298,7 +302,10 @@ class RelayServer:
         server = grpc.server(
             executor,
             handlers=(self._dispatcher,),
-            options=CHANNEL_OPTIONS,
+            options=(
+                *CHANNEL_OPTIONS,
+                ("grpc.max_connection_idle_ms", int(IDLE_CONNECTION_S * 1000)),
+            ),
             # Beyond this grpc refuses with RESOURCE_EXHAUSTED itself, so no call ever
             # waits for a thread; the per-kind limits refuse long before.
             maximum_concurrent_rpcs=capacity,

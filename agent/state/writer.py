@@ -14,6 +14,7 @@ import threading
 import uuid
 from typing import Any
 
+from agent.fdreserve import RESERVE, out_of_descriptors
 from agent.state.journal import GENERATION_KEY, Journal, JournalError, changes
 from agent.state.store import StateError, StateStore
 
@@ -71,7 +72,7 @@ class StateWriter:
             if full:
                 self._last = None
             try:
-                self._write(payload)
+                self._write_with_reserve(payload)
             except StateError as err:
                 self._last = None  # the next write is a full one
                 if not self.failing:
@@ -87,6 +88,20 @@ class StateWriter:
                 self.failing = ""
             self._written = number
             return True
+
+    def _write_with_reserve(self, payload: dict[str, Any]) -> None:
+        """Write; if the process is out of descriptors (a connection flood), once more
+        with the descriptors held in reserve for this."""
+        try:
+            self._write(payload)
+        except StateError as err:
+            if not out_of_descriptors(err):
+                raise
+            self._last = None
+            with RESERVE.spare(2) as lent:
+                if not lent:
+                    raise
+                self._write(payload)
 
     def _write(self, payload: dict[str, Any]) -> None:
         assert self.store is not None and self.journal is not None
