@@ -169,7 +169,7 @@ class Creates:
         """Ask the runtime whether the create under `key` made a container; if so,
         track it (True). Raises BackendError if the runtime cannot be asked."""
         sandbox_id, name, attempt = key.rsplit("/", 2)
-        for ctr in self._runtime.list_containers():
+        for ctr in self._runtime.list_containers(sandbox_id):
             if (
                 ctr.pod_sandbox_id == sandbox_id
                 and ctr.metadata.name == name

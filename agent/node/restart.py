@@ -59,7 +59,7 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
             if err.code != grpc.StatusCode.NOT_FOUND:
                 log.warning("cannot read the cgroup parent of pod sandbox %s: %s", sandbox.id, err)
     containers = []
-    for ctr in runtime.list_containers():
+    for ctr in _all_containers(runtime, sandboxes):
         if ctr.state not in LIVE_STATES:
             continue
         try:
@@ -68,6 +68,27 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
             if err.code != grpc.StatusCode.NOT_FOUND:
                 raise
     return Listing(sandboxes, tuple(containers), parents)
+
+
+def _all_containers(
+    runtime: RuntimeAccess, sandboxes: tuple[cri_pb2.PodSandbox, ...]
+) -> list[cri_pb2.Container]:
+    """Every container the runtime has. A runtime's reply is capped (containerd sends
+    at most 16 MiB by default) and containers with large annotations pass it: then
+    they are listed pod by pod, each a reply of its own."""
+    try:
+        return runtime.list_containers()
+    except BackendError as err:
+        if err.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise
+        log.warning(
+            "the runtime's list of all containers is too large (%s); listing them pod by pod",
+            err.details,
+        )
+    containers: list[cri_pb2.Container] = []
+    for sandbox in sandboxes:
+        containers.extend(runtime.list_containers(sandbox.id))
+    return containers
 
 
 def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:

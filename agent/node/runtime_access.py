@@ -27,7 +27,7 @@ class RuntimeAccess(Protocol):
 
     def pod_cgroup_parent(self, sandbox_id: str) -> str: ...
 
-    def list_containers(self) -> list[cri_pb2.Container]: ...
+    def list_containers(self, sandbox_id: str = "") -> list[cri_pb2.Container]: ...
 
     def container_status(self, container_id: str) -> cri_pb2.ContainerStatus: ...
 
@@ -78,8 +78,12 @@ class _RawAccess:
         raw = self._call(POD_SANDBOX_STATUS, request.SerializeToString())
         return cgroup_parent_from_info(cri_pb2.PodSandboxStatusResponse.FromString(raw).info)
 
-    def list_containers(self) -> list[cri_pb2.Container]:
-        raw = self._call(LIST_CONTAINERS, cri_pb2.ListContainersRequest().SerializeToString())
+    def list_containers(self, sandbox_id: str = "") -> list[cri_pb2.Container]:
+        """Every container, or those of one pod sandbox (a smaller reply)."""
+        request = cri_pb2.ListContainersRequest()
+        if sandbox_id:
+            request.filter.pod_sandbox_id = sandbox_id
+        raw = self._call(LIST_CONTAINERS, request.SerializeToString())
         return list(cri_pb2.ListContainersResponse.FromString(raw).containers)
 
     def container_status(self, container_id: str) -> cri_pb2.ContainerStatus:

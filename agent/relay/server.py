@@ -25,7 +25,8 @@ from typing import Any
 import grpc
 
 from agent.relay import listen
-from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
+from agent.relay.backend import Backend, BackendError, Reply, passable, remaining
+from agent.relay.budget import MAX_REQUEST_BYTES, ByteBudget
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
 from agent.relay.limits import KindLimit, Limits, WaitingRoom
@@ -79,6 +80,7 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         self.passthrough = KindLimit("pass-through", limits.passthrough)
         self.placement = KindLimit("placement", limits.placement)
         self.streams = KindLimit("stream", limits.streams)
+        self.budget = ByteBudget()
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
@@ -138,12 +140,18 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
             request = self._receive(method, requests, context)
             hook = self._hooks.get(method)
             gate = self.placement if hook else self.passthrough
-            if not gate.try_enter():
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+            size = len(request)
+            if not self.budget.try_take(size):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.budget.refusal(method, size))
             try:
-                response = self._unary(method, request, context, hook)
+                if not gate.try_enter():
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+                try:
+                    response = self._unary(method, request, context, hook)
+                finally:
+                    gate.leave()
             finally:
-                gate.leave()
+                self.budget.give_back(size)
         except BaseException:
             if self._observer is not None:
                 self._observer(method, _final_code(context), time.perf_counter() - start)
@@ -303,7 +311,10 @@ class RelayServer:
             executor,
             handlers=(self._dispatcher,),
             options=(
-                *CHANNEL_OPTIONS,
+                # Replies are the runtime's: never the tighter limit. Requests over
+                # kubelet's own limit are refused before they are read.
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
                 ("grpc.max_connection_idle_ms", int(IDLE_CONNECTION_S * 1000)),
             ),
             # Beyond this grpc refuses with RESOURCE_EXHAUSTED itself, so no call ever

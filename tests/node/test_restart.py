@@ -4,8 +4,10 @@ double-booking; gone ones are forgotten."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
@@ -15,6 +17,7 @@ from agent.workload import QoSClass
 from proto import cri_pb2
 from tests.node.conftest import MODES, NodeFactory
 from topology.cpuset import CPUSet
+from topology.tree import Machine
 
 
 def _by_id(placements: list[Placement]) -> dict[str, tuple[str, str, bool]]:
@@ -110,3 +113,33 @@ def test_corrupt_state_file_rebuilds_from_the_runtime(
     second = make_node("desktop-1s-4c-ht", "inprocess", runtime=first.runtime, state_dir=tmp_path)
     assert _by_id(second.agent.placements())[g][0] == first.cpus(g)
     assert list(tmp_path.glob("state.json.rejected-*"))
+
+
+def test_start_pages_through_a_listing_too_large_for_one_reply(
+    machines: Callable[[str], Machine],
+) -> None:
+    """containerd sends at most 16 MiB: containers with large annotations push the list
+    of all containers past it. The agent then lists them pod by pod, and starts."""
+    from agent.node.agent import NodeAgent
+    from agent.node.runtime_access import InProcessRuntimeAccess
+    from agent.policy.config import PolicyConfig
+    from agent.relay.backend import BackendError
+    from agent.runtime.inprocess import IN_PROCESS_ENDPOINT
+    from agent.runtime.memory import MemoryRuntime
+
+    class Capped(InProcessRuntimeAccess):
+        def list_containers(self, sandbox_id: str = "") -> list[cri_pb2.Container]:
+            if not sandbox_id:
+                raise BackendError(
+                    "ListContainers",
+                    IN_PROCESS_ENDPOINT,
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "grpc: trying to send message larger than max (17000000 vs. 16777216)",
+                )
+            return super().list_containers(sandbox_id)
+
+    runtime = MemoryRuntime()
+    cids = [_create_behind_agents_back(runtime, f"p{i}", 1, "")[1] for i in range(3)]
+    agent = NodeAgent(machines("xeon-2s-2numa"), PolicyConfig(), Capped(runtime))
+    agent.start()
+    assert {p.container_id for p in agent.placements()} == set(cids)
