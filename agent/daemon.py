@@ -223,6 +223,8 @@ class Daemon:
             pending_updates=node.pending_updates(),
             process=process_stats(),
             state_problem=node.state_problem(),
+            stray_processes=() if self.reconciler is None else self.reconciler.strays(),
+            start=node.started.counts(),
         )
         placements, capacity = node.placements_and_capacity()
         return status_document(

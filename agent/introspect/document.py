@@ -5,8 +5,8 @@ and the HTML machine map), so fields are only ever added (docs/observability.md)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.node.agent import Placement
@@ -33,6 +33,8 @@ class AgentInfo:
     state_problem: str = ""
     # Processes the reconcile saw outside their container's cgroup (it cannot move them).
     stray_processes: tuple[str, ...] = ()
+    # How the last start took containers back (the numbers its log line shows).
+    start: Mapping[str, int] = field(default_factory=dict)
 
 
 def _container(p: Placement) -> dict[str, Any]:
@@ -175,6 +177,7 @@ def status_document(
             "rss_bytes": proc.rss_bytes,
             "state_problem": info.state_problem,
             "stray_processes": list(info.stray_processes),
+            "start": dict(info.start),
         },
         **machine_document(machine, reserved_cpus, placements, capacity),
     }

@@ -35,7 +35,7 @@ from agent.node.methods import (
 )
 from agent.node.pods import Pods
 from agent.node.relist import Relists
-from agent.node.restart import list_runtime, rebuild
+from agent.node.restart import Outcome, list_runtime, rebuild
 from agent.node.runtime_access import RuntimeAccess
 from agent.node.updates import Updater
 from agent.policy.config import PolicyConfig
@@ -146,6 +146,7 @@ class NodeAgent:
         self._creates = Creates(self._keeper, decider, runtime)
         self._containers = Containers(self._keeper, decider, runtime)
         self._relists = Relists(self._keeper, self._creates, runtime)
+        self.started = Outcome(0, 0, 0)  # how the last start took containers back
         if background_updates:
             self._updater.start_worker()
 
@@ -250,15 +251,17 @@ class NodeAgent:
         listing = list_runtime(self._runtime)
 
         def take_back(books: Books) -> None:
-            outcome = rebuild(books, saved, listing)
+            outcome = self.started = rebuild(books, saved, listing)
             log.info(
                 "started with %d pods and %d containers (%d restored from the state file, "
-                "%d placed again, %d adopted); %d updates owed",
+                "%d placed again, %d adopted where they run, %d adopted and moved to CPUs of "
+                "their own); %d updates owed",
                 len(books.pods),
-                len(books.sent),
+                outcome.total,
                 outcome.restored,
                 outcome.replaced,
                 outcome.adopted,
+                outcome.moved,
                 self._updater.pending(),
             )
 

@@ -42,9 +42,26 @@ class Listing:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """How the containers the books track after a start came back; the four parts
+    add up to every tracked container (logs and status show these same numbers)."""
+
     restored: int  # known to the state file, back where they were
-    replaced: int  # known, but their saved place is no longer valid
+    replaced: int  # known, but their saved place is no longer valid: placed again
     adopted: int  # not known: taken in where the runtime runs them
+    moved: int = 0  # adopted, wanting CPUs of their own they could not keep: placed again
+
+    @property
+    def total(self) -> int:
+        return self.restored + self.replaced + self.adopted + self.moved
+
+    def counts(self) -> dict[str, int]:
+        """For the status document."""
+        return {
+            "restored": self.restored,
+            "placed_again": self.replaced,
+            "adopted": self.adopted,
+            "adopted_and_moved": self.moved,
+        }
 
 
 def list_runtime(runtime: RuntimeAccess) -> Listing:
@@ -135,7 +152,9 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             a[0].container.qosclass is not QoSClass.GUARANTEED,
         )
     )
-    adopted = 0
+    known_again = {request.key for request, _ in again}
+    adopted: set[str] = set()
+    moved: set[str] = set()
     for request, status in adoptees:
         linux = status.resources.linux
         decision = adopt(books, request, linux)
@@ -143,10 +162,11 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             continue
         books.created(request.key, linux)
         applied(books, request.key, status)
-        adopted += 1
+        adopted.add(request.key)
         if classify(request, books.config).kind is CpuKind.EXCLUSIVE and not decision.exclusive:
             # It wants CPUs of its own but cannot keep the ones it runs on.
             again.append((request, status))
+            moved.add(request.key)
     # Placed again only once every valid claim is in, so they cannot take CPUs
     # another container still holds (known ones keep nothing meanwhile; adopted ones
     # run shared until then).
@@ -154,7 +174,14 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
         _place_again(books, request, status.resources.linux)
     for cid in books.sent:
         books.want(cid)
-    return Outcome(len(known) - len(again), len(again), adopted)
+    tracked = set(books.sent)
+    restored = {e.info.id for e, _ in known} - known_again
+    return Outcome(
+        restored=len(restored & tracked),
+        replaced=len(known_again & tracked),
+        adopted=len((adopted - moved) & tracked),
+        moved=len(moved & tracked),
+    )
 
 
 def _place_again(

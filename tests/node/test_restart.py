@@ -143,3 +143,39 @@ def test_start_pages_through_a_listing_too_large_for_one_reply(
     agent = NodeAgent(machines("xeon-2s-2numa"), PolicyConfig(), Capped(runtime))
     agent.start()
     assert {p.container_id for p in agent.placements()} == set(cids)
+
+
+def test_start_counts_in_the_log_and_the_status_are_the_same_numbers(
+    make_node: NodeFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart mixing restored, adopted and adopted-then-moved containers: the log
+    line and `NodeAgent.started` (what status shows) agree, and add up to every
+    container tracked."""
+    import logging
+    import re
+
+    state = tmp_path / "state"
+    first = make_node("xeon-2s-2numa", "inprocess", state_dir=state)
+    first.container(first.pod("batch"), "batch")
+    _, g = first.guaranteed("db", 4)
+    first.settle()
+    first.agent.close()
+    runtime = first.runtime
+    _create_behind_agents_back(runtime, "cache", 4, first.cpus(g))  # wants db's CPUs
+    _create_behind_agents_back(runtime, "web", 2, "")  # on every CPU: moved too
+    with caplog.at_level(logging.INFO):
+        second = make_node("xeon-2s-2numa", "inprocess", runtime=runtime, state_dir=state)
+    line = next(r.message for r in caplog.records if r.message.startswith("started with"))
+    numbers = [
+        int(n)
+        for n in re.findall(
+            r"\((\d+) restored.*?(\d+) placed again, (\d+) adopted "
+            r"where they run, (\d+) adopted and moved",
+            line,
+        )[0]
+    ]
+    started = second.agent.started
+    assert numbers == [started.restored, started.replaced, started.adopted, started.moved]
+    assert numbers == [2, 0, 0, 2], line  # both want CPUs of their own
+    assert f"and {started.total} containers" in line
+    assert started.total == len(second.agent.placements()) == 4
