@@ -17,6 +17,7 @@ from topology.cpuset import CPUSet
 from topology.tree import Core, Machine
 
 DOCUMENT_VERSION = 1
+START_COUNTS = ("restored", "placed_again", "adopted", "adopted_and_moved")
 RESERVED_POOL = "reserved"
 
 
@@ -34,7 +35,7 @@ class AgentInfo:
     # Processes the reconcile saw outside their container's cgroup (it cannot move them).
     stray_processes: tuple[str, ...] = ()
     # How the last start took containers back (the numbers its log line shows).
-    start: Mapping[str, int] = field(default_factory=dict)
+    start: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(START_COUNTS, 0))
 
 
 def _container(p: Placement) -> dict[str, Any]:

@@ -30,9 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def applied(books: Books, cid: str, status: cri_pb2.ContainerStatus) -> None:
-    """The runtime reports these cpusets for the container."""
+    """The runtime reports these cpusets (and this state) for the container."""
     reported = status.resources.linux
     books.updater.set_applied(cid, reported.cpuset_cpus, reported.cpuset_mems)
+    if status.state == cri_pb2.CONTAINER_RUNNING:
+        books.started.add(cid)
 
 
 def adoptee(

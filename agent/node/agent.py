@@ -3,7 +3,7 @@ cpusets written into requests, and cpuset updates sent to other containers.
 
 This module is the agent's public face: its handler table and what `status`,
 metrics, the reconcile and `simulate` ask of it. The handlers live by job in
-pods.py, create.py, containers.py and relist.py; what the agent knows lives in
+sandboxes.py, create.py, containers.py and relist.py; what the agent knows lives in
 its books (books.py), changed only through keeper.py (under the decision lock,
 then persisted, then flushed); taking them back at start is restart.py. No
 runtime call, forwarded or the agent's own, is ever made while holding the lock.
@@ -33,10 +33,10 @@ from agent.node.methods import (
     STOP_POD_SANDBOX,
     UPDATE_CONTAINER_RESOURCES,
 )
-from agent.node.pods import Pods
 from agent.node.relist import Relists
 from agent.node.restart import Outcome, list_runtime, rebuild
 from agent.node.runtime_access import RuntimeAccess
+from agent.node.sandboxes import Pods
 from agent.node.updates import Updater
 from agent.policy.config import PolicyConfig
 from agent.policy.policy import PoolCapacity

@@ -61,6 +61,12 @@ class Containers:
             reply = forward(request)
         finally:
             overlapped = updater.started(container_id)
+
+        def ran(books: Books) -> None:
+            if container_id in books.sent:
+                books.started.add(container_id)
+
+        self._keeper.note(ran)
         if overlapped:
             log.info("%s: its cpuset changed while it started; sending it again", container_id)
             self.resend(container_id)
@@ -73,9 +79,12 @@ class Containers:
         seen exited)."""
         container_id = decode(cri_pb2.StopContainerRequest, request).container_id
         reply = forward(request)
-        if self._keeper.read(lambda b: container_id not in b.sent):
+        tracked, ran = self._keeper.read(
+            lambda b: (container_id in b.sent, container_id in b.started)
+        )
+        if not tracked:
             return reply
-        if self._could_still_start(container_id):
+        if not ran and self._could_still_start(container_id):
             log.info(
                 "%s was stopped before it ever started; the runtime can still start it, so "
                 "its CPUs stay held until it is removed",

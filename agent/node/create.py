@@ -153,7 +153,7 @@ class Creates:
             books.unresolved[key] = unresolved
             return True
 
-        if not self._keeper.read(reserve):
+        if not self._keeper.note(reserve):
             return
         log.warning(
             "CreateContainer for %s gave no answer (%s); its CPUs %s stay reserved until the "

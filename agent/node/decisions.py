@@ -20,7 +20,8 @@ from agent.policy.policy import (
 from agent.relay.hooks import HookAbort
 from agent.workload import ContainerInfo
 
-log = logging.getLogger(__name__)
+# Placements are the node agent's log lines: kept under its name (log filters use it).
+log = logging.getLogger("agent.node.agent")
 
 OnDecision = Callable[[ContainerInfo, Decision], None]
 

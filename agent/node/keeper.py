@@ -45,6 +45,12 @@ class BookKeeper:
         with self.lock:
             return look(self.books)
 
+    def note(self, edit: Callable[[Books], T]) -> T:
+        """`edit` books the state file does not hold (unresolved creates, which
+        containers ran): under the lock, nothing to write or send."""
+        with self.lock:
+            return edit(self.books)
+
     def change(self, edit: Callable[[Books], T], *, flush: bool = True) -> T:
         """Lock, `edit` the books, snapshot; unlock; write; send what is owed.
         An exception from `edit` leaves nothing written. A failed write is logged
