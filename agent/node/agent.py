@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agent.node.books import Books
 from agent.node.containers import Containers
@@ -38,6 +37,7 @@ from agent.node.restart import Outcome, list_runtime, rebuild
 from agent.node.runtime_access import RuntimeAccess
 from agent.node.sandboxes import Pods
 from agent.node.updates import Updater
+from agent.node.views import Placement, Wanted, placements_of, wanted_of
 from agent.policy.config import PolicyConfig
 from agent.policy.policy import PoolCapacity
 from agent.relay.backend import BackendError
@@ -45,7 +45,6 @@ from agent.relay.hooks import Forward, Hook
 from agent.state import schema
 from agent.state.store import StateStore
 from agent.state.writer import StateWriter
-from topology.cpuset import CPUSet
 from topology.tree import Machine
 
 __all__ = [
@@ -74,32 +73,6 @@ log = logging.getLogger(__name__)
 # Context-free so `simulate` (and the NRI front door) can call it without gRPC;
 # raises HookAbort, and a BackendError from `forward` passes through unchanged.
 Handler = Callable[[bytes, Forward], bytes]
-
-
-@dataclass(frozen=True, slots=True)
-class Wanted:
-    """What the agent wants a created container's cpusets to be (for reconciling)."""
-
-    container_id: str
-    who: str  # container 'x' of pod ns/p
-    cpus: CPUSet  # empty: the agent does not pin (pin_cpus off)
-    mems: CPUSet
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """One live container as `status`, metrics and `simulate` show it."""
-
-    namespace: str
-    pod: str
-    name: str
-    container_id: str
-    pod_uid: str
-    cpuset_cpus: str
-    cpuset_mems: str
-    exclusive: bool
-    pool: str
-    score: float = 0.0  # the placement's affinity score when it was placed
 
 
 class NodeAgent:
@@ -183,11 +156,11 @@ class NodeAgent:
         return {method: adapt(handler) for method, handler in self.handlers().items()}
 
     def placements(self) -> list[Placement]:
-        return self._keeper.read(_placements)
+        return self._keeper.read(placements_of)
 
     def placements_and_capacity(self) -> tuple[list[Placement], tuple[PoolCapacity, ...]]:
         """Both under one lock acquisition, so a decision cannot land between them."""
-        return self._keeper.read(lambda b: (_placements(b), b.policy.capacity()))
+        return self._keeper.read(lambda b: (placements_of(b), b.policy.capacity()))
 
     def pending_updates(self) -> int:
         return self._updater.pending()
@@ -200,15 +173,7 @@ class NodeAgent:
     def wanted(self) -> list[Wanted]:
         """Every created container's wanted cpusets, for the periodic reconcile."""
 
-        def collect(books: Books) -> list[Wanted]:
-            out = []
-            for cid in books.sent:
-                record = books.record(cid)
-                if record is not None:
-                    out.append(Wanted(cid, record.request.container.who, record.cpus, record.mems))
-            return out
-
-        return self._keeper.read(collect)
+        return self._keeper.read(wanted_of)
 
     def resend(self, container_id: str) -> bool:
         """Send the container's wanted resources again, even if the runtime was told
@@ -286,27 +251,3 @@ def _read_back(runtime: RuntimeAccess, container_id: str) -> tuple[str, str] | N
         return read_back(runtime.container_pid, container_id)
     except BackendError:
         return None
-
-
-def _placements(books: Books) -> list[Placement]:
-    items = []
-    for cid in books.sent:
-        record = books.record(cid)
-        if record is None:
-            continue
-        info = record.request.container
-        items.append(
-            Placement(
-                namespace=info.namespace,
-                pod=info.pod.name,
-                name=info.name,
-                container_id=cid,
-                pod_uid=info.pod.uid,
-                cpuset_cpus=str(record.cpus),
-                cpuset_mems=str(record.mems),
-                exclusive=record.is_exclusive,
-                pool=record.pool_name,
-                score=record.score,
-            )
-        )
-    return sorted(items, key=lambda p: (p.namespace, p.pod, p.name, p.container_id))
