@@ -42,17 +42,20 @@ def adoptee(
     ctr: cri_pb2.Container,
     status: cri_pb2.ContainerStatus,
     pod_class: QoSClass | None = None,
+    cgroup_parent: str = "",
 ) -> tuple[ContainerRequest, cri_pb2.ContainerStatus]:
     """The request of a listed container: its QoS from its pod's cgroup parent when it
     is known, else `pod_class` (estimated over the whole pod), else from its own
-    resources (a container whose pod the runtime does not list)."""
+    resources (a container whose pod the runtime does not list). `cgroup_parent`
+    is the pod's as the runtime reports it, for a pod the agent does not know."""
     res = resources_of(status.resources.linux)
     pod = books.pods.get(ctr.pod_sandbox_id) or PodInfo(
         uid=ctr.labels.get(POD_UID_LABEL, ""),
         name=ctr.labels.get(POD_NAME_LABEL, ""),
         namespace=ctr.labels.get(POD_NAMESPACE_LABEL, ""),
-        qosclass=QoSClass.BESTEFFORT,
+        qosclass=qos_from_cgroup_parent(cgroup_parent) or QoSClass.BESTEFFORT,
         id=ctr.pod_sandbox_id,
+        cgroup_parent=cgroup_parent,
     )
     if qos_from_cgroup_parent(pod.cgroup_parent) is None and pod_class is not None:
         pod = replace(pod, qosclass=pod_class)

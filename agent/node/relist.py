@@ -93,8 +93,13 @@ class Relists:
             self._keeper.change(lambda b: b.release(stale))
 
     def _adopt_stranger(self, ctr: cri_pb2.Container) -> None:
+        sandbox_id = ctr.pod_sandbox_id
+        parent = ""
         try:
             status = self._runtime.container_status(ctr.id)
+            if not self._keeper.read(lambda b: sandbox_id in b.pods):
+                # A pod the agent never saw start: its class from its cgroup parent.
+                parent = self._runtime.pod_cgroup_parent(sandbox_id)
         except BackendError as err:
             log.debug("cannot adopt %s yet: %s", ctr.id, err)
             return
@@ -102,7 +107,7 @@ class Relists:
         def take(books: Books) -> None:
             if ctr.id in books.sent:
                 return
-            request, _ = adoptee(books, ctr, status)
+            request, _ = adoptee(books, ctr, status, cgroup_parent=parent)
             linux = status.resources.linux
             if adopt(books, request, linux) is None:
                 return

@@ -179,3 +179,23 @@ def test_start_counts_in_the_log_and_the_status_are_the_same_numbers(
     assert numbers == [2, 0, 0, 2], line  # both want CPUs of their own
     assert f"and {started.total} containers" in line
     assert started.total == len(second.agent.placements()) == 4
+
+
+def test_a_stranger_adopted_on_a_relist_gets_its_pods_class_from_the_runtime(
+    make_node: NodeFactory,
+) -> None:
+    """A container created behind the agent's back, in a pod the agent never saw
+    start: its class comes from the pod's cgroup parent (PodSandboxStatus), so a
+    Burstable pod's container with CPU request = limit is not made exclusive."""
+    node = make_node("xeon-2s-2numa", "inprocess")
+    runtime = node.runtime
+    pod = kubelet_pod_config("side", "default", "uid-side", qos=QoSClass.BURSTABLE)
+    sandbox = runtime.run_pod_sandbox(cri_pb2.RunPodSandboxRequest(config=pod)).pod_sandbox_id
+    config = kubelet_container_config(pod, "app", 2000, 2000, 1 << 30)
+    cid = runtime.create_container(
+        cri_pb2.CreateContainerRequest(pod_sandbox_id=sandbox, config=config, sandbox_config=pod)
+    ).container_id
+    runtime.start_container(cri_pb2.StartContainerRequest(container_id=cid))
+    node.kubelet.list_containers()
+    placed = {p.container_id: p for p in node.agent.placements()}
+    assert cid in placed and not placed[cid].exclusive
