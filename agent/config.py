@@ -42,6 +42,7 @@ class AgentConfig:
     log_format: str = "text"
     metrics_address: str = ""  # empty: metrics off
     reconcile_period: float = 10.0  # seconds between checks of the kernel's view; 0: off
+    update_timeout: float = 5.0  # deadline of each cpuset update the agent sends
     feature_file: str = DEFAULT_FEATURE_FILE  # empty: no feature file
     physical_host_id: str = ""  # the id itself, or file:/path; empty: DMI on hardware
     label_salt: str = ""  # key of the physical-host label's hash
@@ -79,6 +80,8 @@ AGENT_KEYS: dict[str, str] = {
     "metrics_address": "host:port of the Prometheus endpoint; empty = off",
     "reconcile_period": "seconds between checks that the kernel enforces the agent's "
     "cpusets (repairs what a runtime dropped); 0 = off",
+    "update_timeout": "seconds each cpuset update the agent sends may take before it is "
+    "given up (its container's cpuset is then unknown and retried with back-off)",
     "feature_file": "node labels for Node Feature Discovery, rewritten on change; empty = off",
     "physical_host_id": "id of the physical machine (or file:/path); empty = DMI on hardware",
     "label_salt": "secret mixed into the physical-host label's hash",
@@ -133,6 +136,11 @@ def _validate_agent_key(key: str, value: Any) -> Any:
         return _seconds(key, value)
     if key in RELAY_LIMIT_KEYS:
         return _count(key, value)
+    if key == "update_timeout":
+        seconds = _seconds(key, value)
+        if seconds <= 0:
+            raise ConfigError(f"{key}: expected a number of seconds > 0, got {value!r}")
+        return seconds
     text = _check_str(key, value)
     if key in ("runtime_endpoint", "listen") and not text:
         raise ConfigError(f"{key}: must not be empty")

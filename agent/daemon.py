@@ -18,13 +18,14 @@ from typing import Any
 
 from agent import __version__
 from agent.config import RELAY_LIMIT_KEYS, AgentConfig, ConfigError, resolve_config
+from agent.fdreserve import RESERVE
 from agent.introspect.document import AgentInfo, status_document
 from agent.introspect.machine_map import render_machine_map
 from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
-from agent.node.fingerprint import machine_fingerprint
+from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
 from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.observe.metrics import AgentMetrics
@@ -109,6 +110,8 @@ class Daemon:
 
     def start(self) -> None:
         cfg = self.config
+        # Descriptors for the state file and the status socket when a flood takes the rest.
+        RESERVE.fill()
         # Before anything touches state or the runtime: is another agent already here?
         listen.ensure_free(Endpoint.parse(cfg.listen).path)
         self._state_lock = StateDirLock(cfg.state_dir)
@@ -125,8 +128,12 @@ class Daemon:
             raise StartupError(f"cannot read the machine's topology: {err}") from err
         runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
         log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
-        store = StateStore(cfg.state_dir, machine_fingerprint(machine))
-        self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint)
+        store = StateStore(
+            cfg.state_dir,
+            machine_fingerprint(machine),
+            also_accept=(legacy_fingerprint(machine),),
+        )
+        self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint, update_timeout=cfg.update_timeout)
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
         if metrics is not None:
             metrics.watch_state_file(store)  # a read-only state dir serves, counting failures
@@ -199,6 +206,7 @@ class Daemon:
         if self._state_lock is not None:
             self._state_lock.release()  # last: the state is written
             self._state_lock = None
+        RESERVE.release_all()
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:
@@ -215,6 +223,9 @@ class Daemon:
             ),
             pending_updates=node.pending_updates(),
             process=process_stats(),
+            state_problem=node.state_problem(),
+            stray_processes=() if self.reconciler is None else self.reconciler.strays(),
+            start=node.started.counts(),
         )
         placements, capacity = node.placements_and_capacity()
         return status_document(
@@ -244,6 +255,7 @@ class Daemon:
                 "sysfs_root",
                 "reconcile_period",
                 *RELAY_LIMIT_KEYS,
+                "update_timeout",
             )
             if getattr(new, key) != getattr(self.config, key)
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import platform
 import sys
 import time
@@ -19,6 +20,7 @@ import psutil
 
 from benchmarks import (
     annotations_bench,
+    hung_updates_bench,
     machine_map_bench,
     method_names_bench,
     placement_bench,
@@ -31,6 +33,7 @@ from benchmarks import (
 PARTS = (
     "relay",
     "starvation",
+    "hung-updates",
     "method-names",
     "annotations",
     "placement",
@@ -115,6 +118,16 @@ def main(argv: list[str] | None = None) -> int:
         results["starvation"] = held
         print("## Worker starvation: latency idle and while held (ms)\n")
         print(starvation_bench.table(held), "\n", flush=True)
+
+    if "hung-updates" in parts:
+        logging.disable(logging.WARNING)  # the hung containers' failures are the point
+        try:
+            rows = hung_updates_bench.evaluate(5.0, 1 if args.quick else 5)
+        finally:
+            logging.disable(logging.NOTSET)
+        results["hung_updates"] = rows
+        print("## Updates behind hung containers\n")
+        print(hung_updates_bench.table(rows), "\n", flush=True)
 
     if "method-names" in parts:
         names = method_names_bench.evaluate(

@@ -90,3 +90,15 @@ def test_the_policy_and_kubelets_encodings_load_without_grpc() -> None:
     )
     assert "agent" in loaded and "google" in loaded  # protobuf messages: yes
     assert "grpc" not in loaded
+
+
+def test_the_state_layer_never_imports_the_node_layer() -> None:
+    """agent/state/ is below agent/node/ (the node agent saves through it): an import
+    the other way is a cycle between layers."""
+    offenders = {
+        str(f.relative_to(ROOT)): [
+            n for n in imported_modules(ast.parse(f.read_text())) if n.startswith("agent.node")
+        ]
+        for f in sorted((ROOT / "agent" / "state").rglob("*.py"))
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}

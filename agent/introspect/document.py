@@ -5,8 +5,8 @@ and the HTML machine map), so fields are only ever added (docs/observability.md)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.node.agent import Placement
@@ -17,6 +17,7 @@ from topology.cpuset import CPUSet
 from topology.tree import Core, Machine
 
 DOCUMENT_VERSION = 1
+START_COUNTS = ("restored", "placed_again", "adopted", "adopted_and_moved")
 RESERVED_POOL = "reserved"
 
 
@@ -28,6 +29,13 @@ class AgentInfo:
     metrics_address: str  # "" = metrics off
     pending_updates: int
     process: ProcessStats
+    # Why the state file cannot be written now ("" when it can): calls that need a
+    # new record are refused meanwhile (docs/operations.md).
+    state_problem: str = ""
+    # Processes the reconcile saw outside their container's cgroup (it cannot move them).
+    stray_processes: tuple[str, ...] = ()
+    # How the last start took containers back (the numbers its log line shows).
+    start: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(START_COUNTS, 0))
 
 
 def _container(p: Placement) -> dict[str, Any]:
@@ -168,6 +176,9 @@ def status_document(
             "pending_updates": info.pending_updates,
             "cpu_seconds": round(proc.cpu_seconds, 2),
             "rss_bytes": proc.rss_bytes,
+            "state_problem": info.state_problem,
+            "stray_processes": list(info.stray_processes),
+            "start": dict(info.start),
         },
         **machine_document(machine, reserved_cpus, placements, capacity),
     }

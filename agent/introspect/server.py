@@ -13,12 +13,14 @@ import logging
 import socket
 import socketserver
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from agent.fdreserve import RESERVE, out_of_descriptors
 from agent.relay import listen
 from agent.relay.endpoint import Endpoint
 
@@ -33,6 +35,7 @@ POLL_S = 0.05  # how often the serving loop looks for a stop request
 MAX_CONNECTIONS = 16
 CLIENT_TIMEOUT_S = 5.0  # a client silent this long mid-request is dropped
 LISTEN_BACKLOG = 128  # socketserver's default of 5 refuses the 6th quick connect
+OUT_OF_DESCRIPTORS_PAUSE_S = 0.05  # between accepts while no descriptor is left
 
 # Builds the status document; called on a server thread for every request.
 StatusProvider = Callable[[], dict[str, Any]]
@@ -82,8 +85,30 @@ class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
     def __init__(self, path: str, provider: StatusProvider) -> None:
         self.provider = provider
         self._open: OrderedDict[int, socket.socket] = OrderedDict()
+        self._lent: set[int] = set()  # connections accepted with reserve descriptors
         self._open_lock = threading.Lock()
         super().__init__(path, _Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        """Accept; when the process is out of descriptors (a flood on another socket),
+        with two from the reserve (the connection, and the status's own reads),
+        given back when the connection closes."""
+        try:
+            return super().get_request()
+        except OSError as err:
+            if not out_of_descriptors(err):
+                raise
+            if not RESERVE.lend(2):
+                time.sleep(OUT_OF_DESCRIPTORS_PAUSE_S)  # never spin on a full table
+                raise
+            try:
+                request, address = super().get_request()
+            except OSError:
+                RESERVE.refill()
+                raise
+            with self._open_lock:
+                self._lent.add(id(request))
+            return request, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
         pushed_out: list[socket.socket] = []
@@ -105,7 +130,11 @@ class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
     def shutdown_request(self, request: Any) -> None:
         with self._open_lock:
             self._open.pop(id(request), None)
+            lent = id(request) in self._lent
+            self._lent.discard(id(request))
         super().shutdown_request(request)
+        if lent:
+            RESERVE.refill()
 
 
 class IntrospectServer:

@@ -11,7 +11,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from agent.kubelet import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
+from agent.kubelet import (
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
+    qos_from_cgroup_parent,
+)
 from agent.node.books import Books
 from agent.node.describe import container_info, container_pod, resources_of
 from agent.node.requests import running_request
@@ -25,27 +30,39 @@ log = logging.getLogger(__name__)
 
 
 def applied(books: Books, cid: str, status: cri_pb2.ContainerStatus) -> None:
-    """The runtime reports these cpusets for the container."""
+    """The runtime reports these cpusets (and this state) for the container."""
     reported = status.resources.linux
     books.updater.set_applied(cid, reported.cpuset_cpus, reported.cpuset_mems)
+    if status.state == cri_pb2.CONTAINER_RUNNING:
+        books.started.add(cid)
 
 
 def adoptee(
-    books: Books, ctr: cri_pb2.Container, status: cri_pb2.ContainerStatus
+    books: Books,
+    ctr: cri_pb2.Container,
+    status: cri_pb2.ContainerStatus,
+    pod_class: QoSClass | None = None,
+    cgroup_parent: str = "",
 ) -> tuple[ContainerRequest, cri_pb2.ContainerStatus]:
-    """The request of a listed container: its QoS from its pod's cgroup parent when the
-    agent knows the pod, else from its own resources."""
+    """The request of a listed container: its QoS from its pod's cgroup parent when it
+    is known, else `pod_class` (estimated over the whole pod), else from its own
+    resources (a container whose pod the runtime does not list). `cgroup_parent`
+    is the pod's as the runtime reports it, for a pod the agent does not know."""
     res = resources_of(status.resources.linux)
     pod = books.pods.get(ctr.pod_sandbox_id) or PodInfo(
         uid=ctr.labels.get(POD_UID_LABEL, ""),
         name=ctr.labels.get(POD_NAME_LABEL, ""),
         namespace=ctr.labels.get(POD_NAMESPACE_LABEL, ""),
-        qosclass=QoSClass.BESTEFFORT,
+        qosclass=qos_from_cgroup_parent(cgroup_parent) or QoSClass.BESTEFFORT,
         id=ctr.pod_sandbox_id,
+        cgroup_parent=cgroup_parent,
     )
+    if qos_from_cgroup_parent(pod.cgroup_parent) is None and pod_class is not None:
+        pod = replace(pod, qosclass=pod_class)
+    else:
+        pod = container_pod(pod, res)
     info: ContainerInfo = replace(
-        container_info(ctr.metadata.name, container_pod(pod, res), ctr.labels, ctr.annotations),
-        id=ctr.id,
+        container_info(ctr.metadata.name, pod, ctr.labels, ctr.annotations), id=ctr.id
     )
     return running_request(ctr.id, info, res), status
 

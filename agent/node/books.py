@@ -55,6 +55,9 @@ class Books:
         # Never mutated in place, only replaced (the state encoder caches by identity).
         self.sent: dict[str, cri_pb2.LinuxContainerResources] = {}
         self.unresolved: dict[str, Unresolved] = {}  # by temporary key
+        # Containers seen running (started through the agent, or listed running): a
+        # stop frees their CPUs; one never seen running may still start (containers.py).
+        self.started: set[str] = set()
         self._encoder = StateEncoder()
 
     def reset(self) -> None:
@@ -62,6 +65,7 @@ class Books:
         self.policy = Policy(self.machine, self.config)
         self.pods.clear()
         self.unresolved.clear()
+        self.started.clear()
         for cid in self.sent:
             self.updater.forget(cid)
         self.sent.clear()
@@ -106,6 +110,7 @@ class Books:
         for key in keys:
             self.unresolved.pop(key, None)
             updates.extend(self.policy.release(key))
+            self.started.discard(key)
             if self.sent.pop(key, None) is not None:
                 self.updater.forget(key)
         self.apply(updates)

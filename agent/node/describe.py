@@ -10,35 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from agent.affinity import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY
+from agent.annotations import read_annotations
 from agent.kubelet import qos_from_cgroup_parent
-from agent.policy.request import (
-    PREFER_ISOLATED,
-    PREFER_SHARED,
-    Resources,
-    milli_cpu_limit,
-    milli_cpu_request,
-)
+from agent.policy.request import Resources, milli_cpu_limit, milli_cpu_request
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from proto import cri_pb2
 
 # Container states that hold CPUs: created (about to start) or running.
 LIVE_STATES = (cri_pb2.CONTAINER_CREATED, cri_pb2.CONTAINER_RUNNING)
-
-# The pod annotations the agent reads. Nothing else is kept: Kubernetes allows
-# 256 KiB of annotations per pod (last-applied-configuration alone is often
-# kilobytes), and every kept byte is held in memory and written to the state file.
-READ_ANNOTATIONS = frozenset({ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY})
-READ_ANNOTATION_PREFIXES = (f"{PREFER_SHARED}/", f"{PREFER_ISOLATED}/", "numa-agent.io/")
-
-
-def read_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """The annotations of a pod the agent reads (see READ_ANNOTATIONS)."""
-    return {
-        key: value
-        for key, value in annotations.items()
-        if key in READ_ANNOTATIONS or key.startswith(READ_ANNOTATION_PREFIXES)
-    }
 
 
 def resources_of(linux: cri_pb2.LinuxContainerResources) -> Resources:
@@ -115,18 +94,36 @@ def pod_from_config(sandbox_id: str, config: cri_pb2.PodSandboxConfig) -> PodInf
     )
 
 
-def pod_from_sandbox(sandbox: cri_pb2.PodSandbox) -> PodInfo:
-    """A pod listed by the runtime: no cgroup parent, so its QoS is decided per container."""
+def pod_from_sandbox(sandbox: cri_pb2.PodSandbox, cgroup_parent: str = "") -> PodInfo:
+    """A pod listed by the runtime, with the cgroup parent its PodSandboxStatus
+    reports ("" if none: its QoS is then estimated, see qos_of_pod)."""
     md = sandbox.metadata
     return PodInfo(
         uid=md.uid,
         name=md.name,
         namespace=md.namespace,
-        qosclass=UNKNOWN_QOS,
+        qosclass=qos_from_cgroup_parent(cgroup_parent) or UNKNOWN_QOS,
         id=sandbox.id,
         labels=dict(sandbox.labels),
         annotations=read_annotations(sandbox.annotations),
+        cgroup_parent=cgroup_parent,
     )
+
+
+def qos_of_pod(containers: list[Resources]) -> QoSClass:
+    """A pod's class from all its containers' numbers, when no cgroup parent says it:
+    Guaranteed only if every container has a CPU limit equal to a non-zero request
+    and a memory limit; BestEffort if none asks for anything; else Burstable. Never
+    one container's numbers alone: a Burstable pod's container with request = limit
+    must not get exclusive CPUs because its sidecar was not looked at."""
+    if not containers:
+        return QoSClass.BESTEFFORT
+    classes = {qos_from_resources(res) for res in containers}
+    if classes == {QoSClass.GUARANTEED} and all(r.memory_limit_bytes for r in containers):
+        return QoSClass.GUARANTEED
+    if classes == {QoSClass.BESTEFFORT}:
+        return QoSClass.BESTEFFORT
+    return QoSClass.BURSTABLE
 
 
 def container_pod(pod: PodInfo, res: Resources) -> PodInfo:

@@ -11,17 +11,18 @@ forgotten.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import grpc
 
 from agent.node.adoption import adopt, adoptee, applied
 from agent.node.books import Books
-from agent.node.describe import LIVE_STATES, pod_from_sandbox
+from agent.node.describe import LIVE_STATES, pod_from_sandbox, qos_of_pod, resources_of
 from agent.node.requests import running_request
 from agent.node.runtime_access import RuntimeAccess
 from agent.policy.policy import Decision, PlacementError
-from agent.policy.request import ContainerRequest, CpuKind, classify
+from agent.policy.request import ContainerRequest, CpuKind, Resources, classify
 from agent.relay.backend import BackendError
 from agent.state.schema import SavedContainer, SavedState
 from agent.workload import QoSClass
@@ -36,20 +37,46 @@ class Listing:
 
     sandboxes: tuple[cri_pb2.PodSandbox, ...]
     containers: tuple[tuple[cri_pb2.Container, cri_pb2.ContainerStatus], ...]
+    parents: Mapping[str, str] = field(default_factory=dict)  # sandbox id -> cgroup parent
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """How the containers the books track after a start came back; the four parts
+    add up to every tracked container (logs and status show these same numbers)."""
+
     restored: int  # known to the state file, back where they were
-    replaced: int  # known, but their saved place is no longer valid
+    replaced: int  # known, but their saved place is no longer valid: placed again
     adopted: int  # not known: taken in where the runtime runs them
+    moved: int = 0  # adopted, wanting CPUs of their own they could not keep: placed again
+
+    @property
+    def total(self) -> int:
+        return self.restored + self.replaced + self.adopted + self.moved
+
+    def counts(self) -> dict[str, int]:
+        """For the status document."""
+        return {
+            "restored": self.restored,
+            "placed_again": self.replaced,
+            "adopted": self.adopted,
+            "adopted_and_moved": self.moved,
+        }
 
 
 def list_runtime(runtime: RuntimeAccess) -> Listing:
-    """Ask the runtime (no lock held); a container gone between list and status is skipped."""
+    """Ask the runtime (no lock held); a container gone between list and status is
+    skipped. Each pod's cgroup parent (its QoS class) comes from PodSandboxStatus."""
     sandboxes = tuple(runtime.list_pod_sandboxes())
+    parents: dict[str, str] = {}
+    for sandbox in sandboxes:
+        try:
+            parents[sandbox.id] = runtime.pod_cgroup_parent(sandbox.id)
+        except BackendError as err:
+            if err.code != grpc.StatusCode.NOT_FOUND:
+                log.warning("cannot read the cgroup parent of pod sandbox %s: %s", sandbox.id, err)
     containers = []
-    for ctr in runtime.list_containers():
+    for ctr in _all_containers(runtime, sandboxes):
         if ctr.state not in LIVE_STATES:
             continue
         try:
@@ -57,14 +84,37 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
         except BackendError as err:
             if err.code != grpc.StatusCode.NOT_FOUND:
                 raise
-    return Listing(sandboxes, tuple(containers))
+    return Listing(sandboxes, tuple(containers), parents)
+
+
+def _all_containers(
+    runtime: RuntimeAccess, sandboxes: tuple[cri_pb2.PodSandbox, ...]
+) -> list[cri_pb2.Container]:
+    """Every container the runtime has. A runtime's reply is capped (containerd sends
+    at most 16 MiB by default) and containers with large annotations pass it: then
+    they are listed pod by pod, each a reply of its own."""
+    try:
+        return runtime.list_containers()
+    except BackendError as err:
+        if err.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise
+        log.warning(
+            "the runtime's list of all containers is too large (%s); listing them pod by pod",
+            err.details,
+        )
+    containers: list[cri_pb2.Container] = []
+    for sandbox in sandboxes:
+        containers.extend(runtime.list_containers(sandbox.id))
+    return containers
 
 
 def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
     """Make the books what the state file says, for what still runs (decision lock held)."""
     books.reset()
     for sandbox in listing.sandboxes:
-        books.pods[sandbox.id] = saved.pods.get(sandbox.id) or pod_from_sandbox(sandbox)
+        books.pods[sandbox.id] = saved.pods.get(sandbox.id) or pod_from_sandbox(
+            sandbox, listing.parents.get(sandbox.id, "")
+        )
     known: list[tuple[SavedContainer, cri_pb2.ContainerStatus]] = []
     unknown: list[tuple[cri_pb2.Container, cri_pb2.ContainerStatus]] = []
     for ctr, status in listing.containers:
@@ -88,14 +138,23 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             again.append((request, status))
         else:
             books.apply(decision.updates)
-    adoptees = [adoptee(books, ctr, status) for ctr, status in unknown]
+    # A pod whose class no cgroup parent says is classed over all its containers.
+    by_pod: dict[str, list[Resources]] = {}
+    for ctr, status in unknown:
+        by_pod.setdefault(ctr.pod_sandbox_id, []).append(resources_of(status.resources.linux))
+    classes = {sid: qos_of_pod(res) for sid, res in by_pod.items()}
+    adoptees = [
+        adoptee(books, ctr, status, classes.get(ctr.pod_sandbox_id)) for ctr, status in unknown
+    ]
     adoptees.sort(
         key=lambda a: (
             classify(a[0], books.config).kind is not CpuKind.EXCLUSIVE,
             a[0].container.qosclass is not QoSClass.GUARANTEED,
         )
     )
-    adopted = 0
+    known_again = {request.key for request, _ in again}
+    adopted: set[str] = set()
+    moved: set[str] = set()
     for request, status in adoptees:
         linux = status.resources.linux
         decision = adopt(books, request, linux)
@@ -103,10 +162,11 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
             continue
         books.created(request.key, linux)
         applied(books, request.key, status)
-        adopted += 1
+        adopted.add(request.key)
         if classify(request, books.config).kind is CpuKind.EXCLUSIVE and not decision.exclusive:
             # It wants CPUs of its own but cannot keep the ones it runs on.
             again.append((request, status))
+            moved.add(request.key)
     # Placed again only once every valid claim is in, so they cannot take CPUs
     # another container still holds (known ones keep nothing meanwhile; adopted ones
     # run shared until then).
@@ -114,7 +174,14 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
         _place_again(books, request, status.resources.linux)
     for cid in books.sent:
         books.want(cid)
-    return Outcome(len(known) - len(again), len(again), adopted)
+    tracked = set(books.sent)
+    restored = {e.info.id for e, _ in known} - known_again
+    return Outcome(
+        restored=len(restored & tracked),
+        replaced=len(known_again & tracked),
+        adopted=len((adopted - moved) & tracked),
+        moved=len(moved & tracked),
+    )
 
 
 def _place_again(

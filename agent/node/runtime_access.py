@@ -16,6 +16,7 @@ from proto import cri_pb2
 
 _SERVICE = "/runtime.v1.RuntimeService/"
 LIST_POD_SANDBOX = _SERVICE + "ListPodSandbox"
+POD_SANDBOX_STATUS = _SERVICE + "PodSandboxStatus"
 LIST_CONTAINERS = _SERVICE + "ListContainers"
 CONTAINER_STATUS = _SERVICE + "ContainerStatus"
 UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
@@ -24,7 +25,9 @@ UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
 class RuntimeAccess(Protocol):
     def list_pod_sandboxes(self) -> list[cri_pb2.PodSandbox]: ...
 
-    def list_containers(self) -> list[cri_pb2.Container]: ...
+    def pod_cgroup_parent(self, sandbox_id: str) -> str: ...
+
+    def list_containers(self, sandbox_id: str = "") -> list[cri_pb2.Container]: ...
 
     def container_status(self, container_id: str) -> cri_pb2.ContainerStatus: ...
 
@@ -46,6 +49,18 @@ def pid_from_info(info: Mapping[str, str]) -> int | None:
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
+def cgroup_parent_from_info(info: Mapping[str, str]) -> str:
+    """The pod's cgroup parent from a verbose PodSandboxStatus's `info`: containerd
+    puts the sandbox's config in info["info"] (JSON: config.linux.cgroup_parent);
+    "" if not there."""
+    text = info.get("info", "")
+    try:
+        parent = json.loads(text)["config"]["linux"]["cgroup_parent"] if text else ""
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return parent if isinstance(parent, str) else ""
+
+
 class _RawAccess:
     """The four calls over any raw-bytes `call(method, request) -> reply`."""
 
@@ -56,8 +71,19 @@ class _RawAccess:
         raw = self._call(LIST_POD_SANDBOX, cri_pb2.ListPodSandboxRequest().SerializeToString())
         return list(cri_pb2.ListPodSandboxResponse.FromString(raw).items)
 
-    def list_containers(self) -> list[cri_pb2.Container]:
-        raw = self._call(LIST_CONTAINERS, cri_pb2.ListContainersRequest().SerializeToString())
+    def pod_cgroup_parent(self, sandbox_id: str) -> str:
+        """The pod's cgroup parent as the runtime reports it (its QoS class is in it);
+        "" if the runtime does not say."""
+        request = cri_pb2.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id, verbose=True)
+        raw = self._call(POD_SANDBOX_STATUS, request.SerializeToString())
+        return cgroup_parent_from_info(cri_pb2.PodSandboxStatusResponse.FromString(raw).info)
+
+    def list_containers(self, sandbox_id: str = "") -> list[cri_pb2.Container]:
+        """Every container, or those of one pod sandbox (a smaller reply)."""
+        request = cri_pb2.ListContainersRequest()
+        if sandbox_id:
+            request.filter.pod_sandbox_id = sandbox_id
+        raw = self._call(LIST_CONTAINERS, request.SerializeToString())
         return list(cri_pb2.ListContainersResponse.FromString(raw).containers)
 
     def container_status(self, container_id: str) -> cri_pb2.ContainerStatus:
@@ -80,14 +106,17 @@ class _RawAccess:
 
 
 class GrpcRuntimeAccess(_RawAccess):
-    """The runtime at `endpoint` (unix:///path or a path), each call bounded by `timeout`."""
+    """The runtime at `endpoint` (unix:///path or a path), each call bounded by
+    `timeout`, and each cpuset update by `update_timeout` (its own deadline)."""
 
-    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 10.0, update_timeout: float = 5.0) -> None:
         self._backend = Backend(Endpoint.parse(endpoint))
         self.timeout = timeout
+        self.update_timeout = update_timeout
 
     def _call(self, method: str, request: bytes) -> bytes:
-        return self._backend.unary(method, request, timeout=self.timeout).body
+        limit = self.update_timeout if method == UPDATE_CONTAINER_RESOURCES else self.timeout
+        return self._backend.unary(method, request, timeout=limit).body
 
     def close(self) -> None:
         self._backend.close()

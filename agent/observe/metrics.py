@@ -121,6 +121,12 @@ class AgentMetrics:
             "(the kernel's view could not be read, or was narrower than the record)",
             registry=self.registry,
         )
+        self._unrepairable = Counter(
+            f"{PREFIX}_reconcile_unrepairable",
+            "Processes the periodic reconcile found outside their container's cgroup, "
+            "which no runtime call can move back (each counted once)",
+            registry=self.registry,
+        )
         # Label lookups take a lock and build a tuple; per-call cost stays a dict hit.
         # Keyed by label, not method name: bounded by the CRI list times the codes.
         self._call_children: dict[tuple[str, grpc.StatusCode], Any] = {}
@@ -152,6 +158,9 @@ class AgentMetrics:
 
     def resent(self) -> None:
         self._resends.inc()
+
+    def unrepairable(self) -> None:
+        self._unrepairable.inc()
 
 
 class _StateCollector(Collector):

@@ -3,6 +3,7 @@ next to it pages for people (the machine map at /machine), built fresh per reque
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -30,6 +31,10 @@ POLL_S = 0.05
 # connections costs a bounded number of threads, for a bounded time.
 CLIENT_TIMEOUT_S = 5.0
 MAX_CONNECTIONS = 64
+# A whole request (reading it and sending the answer) must be done within this:
+# a client that sends one byte every few seconds never trips CLIENT_TIMEOUT_S,
+# which bounds each receive, but is cut off here and frees its slot.
+REQUEST_DEADLINE_S = 10.0
 
 
 class MetricsServerError(Exception):
@@ -75,6 +80,25 @@ class _V6Server(_Server):
 
 class _QuietHandler(WSGIRequestHandler):
     timeout = CLIENT_TIMEOUT_S  # socketserver sets it on the connection
+    deadline_s = REQUEST_DEADLINE_S
+
+    def setup(self) -> None:
+        super().setup()
+        # One deadline for the connection's whole request: when it passes the socket
+        # is shut down, so whatever read or write is in progress ends at once.
+        self._deadline = threading.Timer(self.deadline_s, self._cut_off)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _cut_off(self) -> None:
+        log.debug("metrics: a request took more than %.0fs; closing it", self.deadline_s)
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        self._deadline.cancel()
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a scrape every few seconds is not news

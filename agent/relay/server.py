@@ -27,7 +27,8 @@ from typing import Any
 import grpc
 
 from agent.relay import listen
-from agent.relay.backend import CHANNEL_OPTIONS, Backend, BackendError, Reply, passable, remaining
+from agent.relay.backend import Backend, BackendError, Reply, passable, remaining
+from agent.relay.budget import MAX_REQUEST_BYTES, ByteBudget
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Hook, HookAbort
 from agent.relay.limits import KindLimit, Limits, WaitingRoom
@@ -44,6 +45,10 @@ CallObserver = Callable[[str, grpc.StatusCode, float], None]
 # beyond Limits.total; this much slack keeps them from being refused by grpc instead.
 _SLACK = 16
 DEFAULT_LIMITS = Limits()
+# A connection with no call in flight for this long is closed (GOAWAY; a gRPC client
+# reconnects by itself when it next calls): idle connections cannot pile up and
+# take the descriptors the agent needs. kubelet calls about every second.
+IDLE_CONNECTION_S = 60.0
 
 
 def _abort(context: grpc.ServicerContext, err: BackendError) -> None:
@@ -77,6 +82,7 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
         self.passthrough = KindLimit("pass-through", limits.passthrough)
         self.placement = KindLimit("placement", limits.placement)
         self.streams = KindLimit("stream", limits.streams)
+        self.budget = ByteBudget()
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
@@ -136,12 +142,18 @@ class _Dispatcher(grpc.GenericRpcHandler):  # type: ignore[misc]
             request = self._receive(method, requests, context)
             hook = self._hooks.get(method)
             gate = self.placement if hook else self.passthrough
-            if not gate.try_enter():
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+            size = len(request)
+            if not self.budget.try_take(size):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.budget.refusal(method, size))
             try:
-                response = self._unary(method, request, context, hook)
+                if not gate.try_enter():
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, gate.refusal(method))
+                try:
+                    response = self._unary(method, request, context, hook)
+                finally:
+                    gate.leave()
             finally:
-                gate.leave()
+                self.budget.give_back(size)
         except BaseException:
             if self._observer is not None:
                 self._observer(method, _final_code(context), time.perf_counter() - start)
@@ -304,7 +316,13 @@ class RelayServer:
         server = grpc.server(
             executor,
             handlers=(self._dispatcher,),
-            options=CHANNEL_OPTIONS,
+            options=(
+                # Replies are the runtime's: never the tighter limit. Requests over
+                # kubelet's own limit are refused before they are read.
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+                ("grpc.max_connection_idle_ms", int(IDLE_CONNECTION_S * 1000)),
+            ),
             # Beyond this grpc refuses with RESOURCE_EXHAUSTED itself, so no call ever
             # waits for a thread; the per-kind limits refuse long before.
             maximum_concurrent_rpcs=capacity,

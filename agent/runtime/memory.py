@@ -230,7 +230,10 @@ class MemoryRuntime:
                 annotations=sb.config.annotations,
                 runtime_handler=sb.runtime_handler,
             )
-        return cri_pb2.PodSandboxStatusResponse(status=status)
+            # As containerd: the sandbox's config (its cgroup parent) in the verbose info.
+            config = {"linux": {"cgroup_parent": sb.config.linux.cgroup_parent}}
+            info = {"info": json.dumps({"config": config})} if request.verbose else {}
+        return cri_pb2.PodSandboxStatusResponse(status=status, info=info)
 
     def list_pod_sandbox(
         self, request: cri_pb2.ListPodSandboxRequest

@@ -22,7 +22,7 @@ from agent.kubelet import (
     kubelet_pod_config,
 )
 from agent.node.agent import NodeAgent, Placement
-from agent.node.fingerprint import machine_fingerprint
+from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.policy import Decision, PoolCapacity
 from agent.relay.backend import BackendError
@@ -131,7 +131,11 @@ def run_scenario(
             state_dir = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="na-sim-", dir=FAST_TMP)
             )
-            store = StateStore(state_dir, machine_fingerprint(machine))
+            store = StateStore(
+                state_dir,
+                machine_fingerprint(machine),
+                also_accept=(legacy_fingerprint(machine),),
+            )
 
         def start_agent() -> NodeAgent:
             agent = NodeAgent(

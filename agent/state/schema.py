@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 from google.protobuf import json_format
 
-from agent.node.describe import read_annotations
+from agent.annotations import read_annotations
 from agent.policy.record import PlacementRecord, SavedPlacement
 from agent.policy.request import Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass

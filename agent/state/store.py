@@ -20,7 +20,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,7 +113,9 @@ class StateStore:
 
     `clock` is injectable so tests can name the moved-aside file deterministically;
     `max_bytes` so they can reach the bound without writing megabytes.
-    `write_failures` counts saves that failed, for the metrics.
+    `write_failures` counts saves that failed, for the metrics. A file carrying
+    one of `also_accept` (an older version's fingerprint of this same machine) is
+    read too; saves always carry `machine_fingerprint`.
     """
 
     def __init__(
@@ -122,10 +124,12 @@ class StateStore:
         machine_fingerprint: str,
         clock: Callable[[], float] = time.time,
         max_bytes: int = MAX_STATE_BYTES,
+        also_accept: Collection[str] = (),
     ) -> None:
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / STATE_FILE
         self.machine_fingerprint = machine_fingerprint
+        self.also_accept = frozenset(also_accept)
         self.max_bytes = max_bytes
         self.write_failures = 0
         self._clock = clock
@@ -245,7 +249,7 @@ class StateStore:
         if document.get("checksum") != _checksum(canonical):
             return "checksum mismatch (file modified or corrupt)", None
         machine = document.get("machine")
-        if machine != self.machine_fingerprint:
+        if machine != self.machine_fingerprint and machine not in self.also_accept:
             return "written on a different machine topology", None
         return "", payload
 

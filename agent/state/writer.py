@@ -14,6 +14,7 @@ import threading
 import uuid
 from typing import Any
 
+from agent.fdreserve import RESERVE, out_of_descriptors
 from agent.state.journal import GENERATION_KEY, Journal, JournalError, changes
 from agent.state.store import StateError, StateStore
 
@@ -36,6 +37,9 @@ class StateWriter:
         self._generation = ""
         self._full_bytes = 0
         self.full_writes = 0  # how many times the whole state was written (tests, metrics)
+        # Why the last write failed, "" when it succeeded: while it is set the agent
+        # refuses calls that need a new record (node/keeper.py).
+        self.failing = ""
 
     def load(self) -> dict[str, Any] | None:
         """The saved payload: the state file (moved aside if unusable, by the store)
@@ -54,25 +58,50 @@ class StateWriter:
         self._taken += 1
         return self._taken, payload
 
-    def write(self, snapshot: Snapshot, *, full: bool = False) -> None:
-        """Write it unless a newer one was written already; failures are logged, not raised:
-        the runtime already acted, and failing kubelet's call would not undo it. `full`
-        folds the journal into a new state file (at a clean stop)."""
+    def write(self, snapshot: Snapshot, *, full: bool = False) -> bool:
+        """Write it unless a newer one was written already; True if the state on disk
+        is now at least this one. A failure is logged once (and its end once) and kept
+        in `failing`, never raised: the caller decides what to answer. `full` folds
+        the journal into a new state file (at a clean stop, or to retry after a failure)."""
         if self.store is None or self.journal is None:
-            return
+            return True
         number, payload = snapshot
         with self._lock:
             if number <= self._written:
-                return
+                return True
             if full:
                 self._last = None
             try:
-                self._write(payload)
+                self._write_with_reserve(payload)
             except StateError as err:
                 self._last = None  # the next write is a full one
-                log.error("%s; placements continue, a restart will rebuild from the runtime", err)
-                return
+                if not self.failing:
+                    log.error(
+                        "%s; calls that need a new record are refused until it can be "
+                        "written (running containers stay where they are)",
+                        err,
+                    )
+                self.failing = str(err)
+                return False
+            if self.failing:
+                log.warning("the state file can be written again; taking new calls")
+                self.failing = ""
             self._written = number
+            return True
+
+    def _write_with_reserve(self, payload: dict[str, Any]) -> None:
+        """Write; if the process is out of descriptors (a connection flood), once more
+        with the descriptors held in reserve for this."""
+        try:
+            self._write(payload)
+        except StateError as err:
+            if not out_of_descriptors(err):
+                raise
+            self._last = None
+            with RESERVE.spare(2) as lent:
+                if not lent:
+                    raise
+                self._write(payload)
 
     def _write(self, payload: dict[str, Any]) -> None:
         assert self.store is not None and self.journal is not None

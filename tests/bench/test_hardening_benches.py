@@ -34,3 +34,13 @@ def test_unknown_part_is_refused() -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--only", "relay,nonsense"])
     assert exit_.value.code == 2
+
+
+def test_hung_updates_bench_reports_every_n() -> None:
+    from benchmarks import hung_updates_bench
+
+    rows = hung_updates_bench.evaluate(0.5, 1)
+    assert [r["hung"] for r in rows] == list(hung_updates_bench.HUNG)
+    for row in rows:
+        assert 0 <= row["median_ms"] <= row["max_ms"], row
+    assert "hung containers" in hung_updates_bench.table(rows)

@@ -35,6 +35,7 @@ from agent.simulate.driver import run_scenario
 from agent.simulate.scenario import parse_scenario
 from agent.state import StateStore
 from agent.state.lock import StateDirLock
+from agent.state.writer import StateWriter
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime
@@ -250,6 +251,9 @@ def logged(caplog: pytest.LogCaptureFixture, tmp_path: Path, machine: Machine) -
         start_pod(kubelet, "batch", QoSClass.BESTEFFORT, 0)
         runtime.fail_next("UpdateContainerResources", grpc.StatusCode.UNAVAILABLE, "busy")
         start_pod(kubelet, "db", QoSClass.GUARANTEED, 2000)
+        (tmp_path / "not-a-dir").write_text("")
+        writer = StateWriter(StateStore(tmp_path / "not-a-dir" / "state", "m"))
+        writer.write(writer.snapshot({"version": 2, "pods": {}, "containers": {}}))
     yield from (r.getMessage() for r in caplog.records)
 
 

@@ -11,9 +11,12 @@ from agent.node.describe import (
     container_pod,
     pod_from_config,
     qos_from_resources,
+    qos_of_pod,
     resources_of,
 )
 from agent.node.fingerprint import machine_fingerprint
+from agent.node.runtime_access import cgroup_parent_from_info
+from agent.policy.request import Resources
 from agent.workload import QoSClass
 from topology.tree import Machine
 
@@ -79,3 +82,35 @@ def test_fingerprint_follows_the_topology(machines: Callable[[str], Machine]) ->
     b = machine_fingerprint(get("xeon-2s-2numa"))
     assert a != b and len(a) == 64
     assert a == machine_fingerprint(get("desktop-1s-4c-ht"))
+
+
+@pytest.mark.parametrize(
+    ("containers", "expected"),
+    [
+        ([(1000, 1000, 1 << 30)], QoSClass.GUARANTEED),
+        ([(1000, 1000, 1 << 30), (100, 0, 0)], QoSClass.BURSTABLE),  # the sidecar counts
+        ([(1000, 1000, 0)], QoSClass.BURSTABLE),  # no memory limit: not Guaranteed
+        ([(0, 0, 0), (0, 0, 0)], QoSClass.BESTEFFORT),
+        ([], QoSClass.BESTEFFORT),
+    ],
+)
+def test_a_pods_class_without_a_cgroup_parent_is_judged_over_all_its_containers(
+    containers: list[tuple[int, int, int]], expected: QoSClass
+) -> None:
+    resources = [
+        Resources(
+            cpu_shares=max(request * 1024 // 1000, 2) if request else 2,
+            cpu_quota=limit * 100 if limit else 0,
+            cpu_period=100_000 if limit else 0,
+            memory_limit_bytes=memory,
+        )
+        for request, limit, memory in containers
+    ]
+    assert qos_of_pod(resources) is expected
+
+
+def test_the_cgroup_parent_comes_from_a_verbose_pod_sandbox_status() -> None:
+    info = {"info": '{"config": {"linux": {"cgroup_parent": "/kubepods/burstable/pod1"}}}'}
+    assert cgroup_parent_from_info(info) == "/kubepods/burstable/pod1"
+    for broken in ({}, {"info": "not json"}, {"info": '{"config": 3}'}, {"info": "[]"}):
+        assert cgroup_parent_from_info(broken) == ""

@@ -399,6 +399,6 @@ def test_a_create_that_gave_no_answer_and_made_nothing_frees_its_cpus(
     assert len(held) == 2
     node.kubelet.list_containers()  # within the grace period: still held
     assert node.agent.capacity()[0].exclusive == held
-    monkeypatch.setattr("agent.node.agent.CREATE_GRACE_S", 0.0)
+    monkeypatch.setattr("agent.node.relist.CREATE_GRACE_S", 0.0)
     node.kubelet.list_containers()  # a complete listing without it, after the grace period
     assert not node.agent.capacity()[0].exclusive

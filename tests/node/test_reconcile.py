@@ -24,12 +24,16 @@ class Counts:
     def __init__(self) -> None:
         self.repairs = 0
         self.resends = 0
+        self.unrepairables = 0
 
     def repaired(self) -> None:
         self.repairs += 1
 
     def resent(self) -> None:
         self.resends += 1
+
+    def unrepairable(self) -> None:
+        self.unrepairables += 1
 
 
 def pid_of(node: Node, cid: str) -> int:
@@ -210,3 +214,95 @@ def test_a_period_of_zero_turns_it_off(make_node: NodeFactory, tmp_path: Path) -
     loop.start()
     assert loop._thread is None
     loop.stop()
+
+
+def write_task(
+    proc: Path, cgroups: Path, pid: int, cpus: str, mems: str, cgroup: str, children: str = ""
+) -> None:
+    """A process in the fake /proc: its allowed CPUs, its cgroup (v1 cpuset), its children."""
+    write_proc(proc, pid, cpus, mems)
+    (proc / str(pid) / "cgroup").write_text(f"12:memory:{cgroup}\n4:cpuset:{cgroup}\n")
+    task = proc / str(pid) / "task" / str(pid)
+    task.mkdir(parents=True, exist_ok=True)
+    (task / "children").write_text(children)
+
+
+def write_cgroup(cgroups: Path, cgroup: str, *tasks: int) -> None:
+    path = cgroups / "cpuset" / cgroup.lstrip("/")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "tasks").write_text("".join(f"{t}\n" for t in tasks))
+
+
+def cgroup_reconciler(node: Node, tmp_path: Path, counts: Counts) -> Reconciler:
+    return Reconciler(
+        node.agent,
+        InProcessRuntimeAccess(node.runtime),
+        60,
+        proc=tmp_path / "proc",
+        observer=counts,
+        cgroup_root=tmp_path / "cgroup",
+    )
+
+
+def test_every_process_in_the_containers_cgroup_is_looked_at(
+    make_node: NodeFactory, tmp_path: Path
+) -> None:
+    """The first process runs where it should; a second one in the container's cgroup
+    does not: that is repaired, as the runtime can."""
+    node, batch, db = busy(make_node)
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    kernel_agrees(node, proc, db)
+    first, second = pid_of(node, batch), 90001
+    write_task(proc, cgroups, first, node.cpus(batch), node.mems(batch), "/pods/batch", "90001")
+    write_task(proc, cgroups, second, "0-63", node.mems(batch), "/pods/batch")
+    write_cgroup(cgroups, "/pods/batch", first, second)
+    counts = Counts()
+    report = cgroup_reconciler(node, tmp_path, counts).run_once()
+    assert report.repaired == (batch,)
+    assert counts.unrepairables == 0
+
+
+def test_a_process_moved_out_of_its_containers_cgroup_is_reported_once_not_repaired(
+    make_node: NodeFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    node, batch, db = busy(make_node)
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    kernel_agrees(node, proc, db)
+    first, child = pid_of(node, batch), 90002
+    write_task(proc, cgroups, first, node.cpus(batch), node.mems(batch), "/pods/batch", "90002")
+    # The child was moved out (to the node's root cgroup) and runs anywhere.
+    write_task(proc, cgroups, child, "0-63", "0-1", "/")
+    write_cgroup(cgroups, "/pods/batch", first)
+    counts = Counts()
+    reconciler = cgroup_reconciler(node, tmp_path, counts)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            report = reconciler.run_once()
+            assert report.repaired == ()
+    assert counts.unrepairables == 1
+    assert reconciler.strays() == (f"{batch}: pid {child} in /",)
+    warnings = [r for r in caplog.records if "has left the container's cgroup" in r.message]
+    assert len(warnings) == 1 and batch in warnings[0].message
+
+
+def test_a_first_process_moved_out_is_reported_not_repaired_every_period(
+    make_node: NodeFactory, tmp_path: Path
+) -> None:
+    node, batch, db = busy(make_node)
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    kernel_agrees(node, proc, db)
+    first, worker = pid_of(node, batch), 90003
+    write_task(proc, cgroups, first, node.cpus(batch), node.mems(batch), "/pods/batch", "90003")
+    write_task(proc, cgroups, worker, node.cpus(batch), node.mems(batch), "/pods/batch")
+    write_cgroup(cgroups, "/pods/batch", first, worker)
+    counts = Counts()
+    reconciler = cgroup_reconciler(node, tmp_path, counts)
+    assert reconciler.run_once().repaired == ()
+    # The first process is moved out of the container's cgroup and let run anywhere.
+    write_task(proc, cgroups, first, "0-63", "0-1", "/elsewhere", "90003")
+    write_cgroup(cgroups, "/pods/batch", worker)
+    before = len(node.calls("UpdateContainerResources"))
+    for _ in range(3):
+        assert reconciler.run_once().repaired == ()
+    assert len(node.calls("UpdateContainerResources")) == before
+    assert counts.unrepairables == 1 and counts.repairs == 0

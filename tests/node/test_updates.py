@@ -212,3 +212,120 @@ def test_a_resize_and_the_agents_update_land_in_order(make_node: NodeFactory) ->
     assert linux.memory_limit_in_bytes == 256 << 20
     assert linux.cpuset_cpus == placed[batch].cpuset_cpus
     assert node.agent.pending_updates() == 0
+
+
+class _Hang:
+    """Sends that block for the containers named in `hung` until `release` is set."""
+
+    def __init__(self, hung: set[str]) -> None:
+        self.hung = hung
+        self.release = threading.Event()
+        self.sent: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, cid: str, res: cri_pb2.LinuxContainerResources) -> None:
+        if cid in self.hung:
+            self.release.wait(30)
+            raise BackendError("Update", IN_PROCESS_ENDPOINT, grpc.StatusCode.DEADLINE_EXCEEDED, "")
+        with self.lock:
+            self.sent.setdefault(cid, threading.Event()).set()
+
+    def done(self, cid: str) -> threading.Event:
+        with self.lock:
+            return self.sent.setdefault(cid, threading.Event())
+
+
+@pytest.mark.parametrize("hung", [1, 3, 10])
+def test_a_hung_containers_update_never_delays_anothers(hung: int) -> None:
+    names = {f"hung-{i}" for i in range(hung)}
+    send = _Hang(names)
+    up = Updater(send)
+    up.start_worker()
+    try:
+        for name in sorted(names):
+            up.want(name, _res("0-1"))
+        up.want("healthy", _res("1"))
+        # The healthy one goes through while every hung one is still at the runtime.
+        assert send.done("healthy").wait(10), "the healthy update waited behind the hung ones"
+        assert up.in_flight() == names
+    finally:
+        send.release.set()
+        up.stop()
+
+
+def test_a_failed_updates_outcome_is_unknown_so_the_old_cpuset_is_sent_again() -> None:
+    """A widening times out (the shim may apply it when resumed); narrowing back to
+    what the runtime had before must still be sent, not dropped as 'already applied'."""
+    rec = _Recorder([grpc.StatusCode.DEADLINE_EXCEEDED])
+    up = Updater(rec)
+    up.set_applied("a", "1", "0")
+    up.want("a", _res("0-1"))
+    assert up.flush() == 1 and up.is_unknown("a")
+    up.want("a", _res("1"))
+    assert up.pending() == 1
+    assert up.flush() == 0
+    assert rec.sent == [("a", "1", 2)]
+    assert not up.is_unknown("a")
+
+
+def test_a_read_back_makes_an_unknown_cpuset_known() -> None:
+    up = Updater(_Recorder([grpc.StatusCode.UNAVAILABLE]))
+    up.set_applied("a", "1", "0")
+    up.want("a", _res("0-1"))
+    up.flush()
+    up.want("a", _res("1"))
+    up.confirm("a", "0-1", "0")  # read back: the runtime has 0-1 (the failed one went through)
+    assert not up.is_unknown("a") and up.pending() == 1  # 1 is still owed
+    up.confirm("a", "1", "0")  # nothing unknown any more: a read back changes nothing
+    assert up.pending() == 1
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_resend_does_not_reset_the_back_off_and_each_step_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _Clock()
+    rec = _Recorder([grpc.StatusCode.UNAVAILABLE] * 20)
+    up = Updater(rec, clock)
+    up.want("a", _res("1"))
+    retry_at = []
+    for _ in range(12):
+        up.flush()
+        retry_at.append(up.retry_at("a"))
+        up.force("a")  # what the reconcile's re-send does
+        up.want("a", _res("1"))
+        assert up.retry_at("a") == retry_at[-1]
+    waits = [round(at - clock.now, 2) for at in retry_at if at is not None]
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0, 5.0]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "failed" in r.message]
+    assert len(warnings) == 8  # one per step up to the cap, then quiet
+
+
+def test_after_an_unknown_outcome_the_kernel_is_read_back_and_a_difference_sent_again() -> None:
+    """A call stuck at a stopped shim may be applied after the one that went through:
+    the kernel's view is read back, and a late widening is undone."""
+    rec = _Recorder([grpc.StatusCode.DEADLINE_EXCEEDED])
+    views = [("0-1", "0"), ("1", "0")]  # the stuck widening landed late; then right
+    seen: list[str] = []
+
+    def verify(cid: str) -> tuple[str, str] | None:
+        seen.append(cid)
+        return views.pop(0) if views else ("1", "0")
+
+    up = Updater(rec, verify=verify)
+    up.start_worker()
+    try:
+        up.set_applied("a", "0-1", "0")
+        up.want("a", _res("1"))
+        assert up.wait_idle(20)
+        assert rec.sent == [("a", "1", 2), ("a", "1", 2)]
+        assert seen == ["a", "a"] and not up.is_unknown("a")
+    finally:
+        up.stop()

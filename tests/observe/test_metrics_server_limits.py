@@ -4,6 +4,7 @@ is dropped after CLIENT_TIMEOUT_S, and then /metrics answers again."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import urllib.request
@@ -51,5 +52,46 @@ def test_silent_connections_are_bounded_and_dropped(monkeypatch: pytest.MonkeyPa
         wait_until(lambda: _scraped(host, port), what="/metrics to answer again")
     finally:
         for conn in silent:
+            conn.close()
+        served.stop()
+
+
+def test_a_slow_client_is_cut_off_by_the_request_deadline_not_the_receive_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clients sending one header byte at a time, each within the receive timeout,
+    held every slot forever; the deadline per request frees them."""
+    monkeypatch.setattr(metrics_server._QuietHandler, "timeout", 5.0)
+    monkeypatch.setattr(metrics_server._QuietHandler, "deadline_s", 1.0)
+    monkeypatch.setattr(metrics_server._Server, "max_connections", 4)
+    served = MetricsServer("127.0.0.1:0", CollectorRegistry())
+    host, port = served.address
+    slow = [socket.create_connection((host, port)) for _ in range(4)]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.2):  # a byte every 0.2 s: never 5 s of silence
+            for conn in slow:
+                with contextlib.suppress(OSError):
+                    conn.send(b"G")
+
+    feeder = threading.Thread(target=trickle, daemon=True)
+    feeder.start()
+    try:
+        # Each slow one is closed by the server (EOF or reset), long before the 10 s
+        # this read waits: without the deadline it would wait all of them.
+        for conn in slow:
+            conn.settimeout(10)
+            try:
+                data = conn.recv(1024)
+            except ConnectionResetError:
+                data = b""
+            assert data == b""
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as reply:
+            assert reply.status == 200
+    finally:
+        stop.set()
+        feeder.join(5)
+        for conn in slow:
             conn.close()
         served.stop()

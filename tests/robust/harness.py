@@ -145,6 +145,7 @@ class Site:
         env: Mapping[str, str] | None = None,
         wait: bool = True,
         extra: tuple[str, ...] = (),
+        cgroup_procs: Path | None = None,
     ) -> Agent:
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify_path = self.base / f"n-{uuid.uuid4().hex[:6]}"
@@ -169,12 +170,25 @@ class Site:
         log = self.base / f"agent-{notify_path.name}.log"
         with log.open("wb") as stderr:
             proc = subprocess.Popen(
-                cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=stderr, close_fds=True
+                cmd,
+                env=full_env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                close_fds=True,
+                # Into a cgroup (its cgroup.procs file) before it runs a line of Python.
+                preexec_fn=None if cgroup_procs is None else _join(cgroup_procs),
             )
         agent = Agent(proc, notify, self.listen, self.state_dir / "state.json", log)
         if wait:
             agent.wait_message(b"READY=1")
         return agent
+
+
+def _join(cgroup_procs: Path) -> Callable[[], None]:
+    def join() -> None:
+        cgroup_procs.write_text(str(os.getpid()))
+
+    return join
 
 
 # ----------------------------------------------------------------------------- kubelet

@@ -11,8 +11,13 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import pytest
 
+from agent.introspect.client import fetch_status
+from agent.introspect.server import status_socket_path
+from devtools.criclient import CRIError
+from proto import cri_pb2
 from tests.robust.harness import RuntimeServer, Site, create, run_pod
 from tests.robust.privileges import read_only
 
@@ -94,10 +99,16 @@ def _free_port() -> int:
         return port
 
 
-def test_read_only_state_directory_serves_and_counts_failed_writes(
+def test_read_only_state_directory_refuses_new_records_until_writable_again(
     site: Site, runtime_server: RuntimeServer
 ) -> None:
+    """No answer without a record: while the state cannot be written, RunPodSandbox
+    and CreateContainer are refused with UNAVAILABLE naming why, what runs stays
+    where it is, status says why, and once the directory is writable calls go through."""
     first = site.start(runtime_server.endpoint)
+    with first.client() as client:
+        sandbox, pod = run_pod(client, "db")
+        db = create(client, sandbox, pod, "db", 2)
     assert first.stop()[0] == 0  # a state file and a lock file exist, as on a real node
     port = _free_port()
     with read_only(site.state_dir):
@@ -106,16 +117,34 @@ def test_read_only_state_directory_serves_and_counts_failed_writes(
         )
         try:
             with agent.client() as client:
-                sandbox, pod = run_pod(client, "db")
-                create(client, sandbox, pod, "db", 2)
+                with pytest.raises(CRIError) as refused_pod:
+                    run_pod(client, "web")
+                with pytest.raises(CRIError) as refused_create:
+                    create(client, sandbox, pod, "sidecar", 0)
+                held = {c.id: c.state for c in client.list_containers()}
+            status = fetch_status(status_socket_path(f"unix://{site.listen}"), timeout=5)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
                 metrics = reply.read().decode()
-        finally:
-            code, stderr = agent.stop()
+        except BaseException:
+            agent.stop()
+            raise
+    # Writable again: the next call that needs a record writes it and goes through.
+    try:
+        with agent.client() as client:
+            run_pod(client, "web")
+    finally:
+        code, stderr = agent.stop()
+    for refused in (refused_pod.value, refused_create.value):
+        assert refused.code == grpc.StatusCode.UNAVAILABLE, refused
+        assert "Read-only file system" in refused.details and "cannot record" in refused.details
+    assert held == {db: cri_pb2.CONTAINER_RUNNING}
+    assert "Read-only file system" in status["agent"]["state_problem"]
     assert code == 0, stderr
-    assert "read-only" in stderr and str(site.state_dir) in stderr, stderr[-3000:]
     assert "cannot write state file" in stderr, stderr[-3000:]
+    assert "can be written again" in stderr, stderr[-3000:]
     failures = [
         line for line in metrics.splitlines() if line.startswith("numa_agent_state_write_failures")
     ]
     assert failures and float(failures[0].split()[-1]) >= 1, failures
+    pods = {p["name"] for p in agent.state()["pods"].values()}
+    assert pods == {"db", "web"}

@@ -158,3 +158,104 @@ def test_topology_change_keeps_valid_placements_and_moves_the_rest(
         assert books_problems(runtime, state_payload) == []
     finally:
         second.close()
+
+
+def _run(kubelet: InProcessKubelet, name: str, qos: QoSClass, milli: int, mem: int) -> str:
+    pod = kubelet_pod_config(name, "default", f"uid-{name}", qos=qos)
+    sandbox = kubelet.run_pod_sandbox(pod)
+    limit = milli if qos is not QoSClass.BESTEFFORT else 0
+    cid = kubelet.create_container(
+        sandbox, kubelet_container_config(pod, name, milli, limit, mem), pod
+    )
+    kubelet.start_container(cid)
+    return cid
+
+
+@pytest.mark.parametrize("memory_gib", [20, 12])
+def test_a_memory_size_change_keeps_the_state_and_every_class(
+    tmp_path: Path, memory_gib: int
+) -> None:
+    """A VM's memory grows or shrinks between two runs (ballooning, hotplug): the
+    state file still holds, so a Burstable container with CPU request = limit = 1
+    stays shared, nobody moves, and the next Guaranteed pod gets its CPU."""
+    spec = SHAPES["desktop-1s-4c-ht"]
+    runtime = MemoryRuntime()
+    state = tmp_path / "state"
+    first = _agent(write_sysfs(spec, tmp_path / "before"), runtime, state, "0")
+    kubelet = InProcessKubelet(first, runtime)
+    burstable = _run(kubelet, "burst", QoSClass.BURSTABLE, 1000, 1 << 30)
+    batch = _run(kubelet, "batch", QoSClass.BESTEFFORT, 0, 0)
+    first.close()
+    was = live(runtime)
+    grown = dataclasses.replace(spec, memory_per_numa=memory_gib << 30)
+    second = _agent(write_sysfs(grown, tmp_path / "after"), runtime, state, "0")
+    try:
+        assert second.machine.numa_node(0).memory_bytes == memory_gib << 30  # re-read
+        assert not list(state.glob("state.json.rejected-*")), "the state file was moved aside"
+        assert second.wait_for_updates(5.0)
+        assert live(runtime) == was
+        placed = {p.container_id: p for p in second.placements()}
+        assert not placed[burstable].exclusive and not placed[batch].exclusive
+        kubelet = InProcessKubelet(second, runtime)
+        db = _run(kubelet, "db", QoSClass.GUARANTEED, 6000, 1 << 30)
+        assert len(live(runtime)[db]) == 6  # every CPU but the reserved one and one shared
+    finally:
+        second.close()
+
+
+def test_a_state_file_with_the_previous_fingerprint_is_read(tmp_path: Path) -> None:
+    """State files of earlier versions carry the whole-topology fingerprint."""
+    from agent.node.fingerprint import legacy_fingerprint
+
+    machine_root = write_sysfs(SHAPES["desktop-1s-4c-ht"], tmp_path / "m")
+    machine = read_machine(machine_root, cpu_info=False)
+    old = StateStore(tmp_path / "state", legacy_fingerprint(machine))
+    old.save({"version": 2, "pods": {}, "containers": {}})
+    new = StateStore(
+        tmp_path / "state",
+        machine_fingerprint(machine),
+        also_accept=(legacy_fingerprint(machine),),
+    )
+    assert new.load().payload is not None
+    assert StateStore(tmp_path / "state", machine_fingerprint(machine)).load().payload is None
+
+
+def test_without_a_usable_state_each_pods_class_comes_from_its_cgroup_parent(
+    tmp_path: Path,
+) -> None:
+    """The state file is lost: adoption learns each pod's QoS class from the cgroup
+    parent PodSandboxStatus reports, never from one container's numbers. A Burstable
+    pod whose first container has CPU request = limit = 1 stays shared, its sidecar
+    and a BestEffort pod stay where they run, and the next Guaranteed pod fits."""
+    spec = SHAPES["desktop-1s-4c-ht"]
+    root = write_sysfs(spec, tmp_path / "m")
+    runtime = MemoryRuntime()
+    state = tmp_path / "state"
+    first = _agent(root, runtime, state, "0")
+    kubelet = InProcessKubelet(first, runtime)
+    pod = kubelet_pod_config("web", "default", "uid-web", qos=QoSClass.BURSTABLE)
+    sandbox = kubelet.run_pod_sandbox(pod)
+    app = kubelet.create_container(
+        sandbox, kubelet_container_config(pod, "app", 1000, 1000, 1 << 30), pod
+    )
+    sidecar = kubelet.create_container(
+        sandbox, kubelet_container_config(pod, "sidecar", 100, 0, 0), pod
+    )
+    for cid in (app, sidecar):
+        kubelet.start_container(cid)
+    batch = _run(kubelet, "batch", QoSClass.BESTEFFORT, 0, 0)
+    first.close()
+    was = live(runtime)
+    for leftover in state.iterdir():
+        leftover.unlink()  # the state is gone (a new disk, a wiped directory)
+    second = _agent(root, runtime, state, "0")
+    try:
+        assert second.wait_for_updates(5.0)
+        assert live(runtime) == was, "a container was moved"
+        placed = {p.container_id: p for p in second.placements()}
+        assert not any(placed[c].exclusive for c in (app, sidecar, batch))
+        kubelet = InProcessKubelet(second, runtime)
+        db = _run(kubelet, "db", QoSClass.GUARANTEED, 5000, 1 << 30)  # 2 left for 1100m
+        assert len(live(runtime)[db]) == 5
+    finally:
+        second.close()

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
-from agent.node.fingerprint import machine_fingerprint
+from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
 from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.runtime.memory import MemoryRuntime
@@ -178,7 +178,10 @@ def test_a_version_1_state_file_keeps_every_placement(
     (tmp_path / "state.json").write_bytes(V1_FILE.read_bytes())
     runtime = MemoryRuntime()
     ids = _replay_v1_runtime(runtime)
-    store = StateStore(tmp_path, machine_fingerprint(machine))
+    # The file carries the fingerprint of its time (the whole topology): still read.
+    store = StateStore(
+        tmp_path, machine_fingerprint(machine), also_accept=(legacy_fingerprint(machine),)
+    )
     agent = NodeAgent(machine, PolicyConfig(), InProcessRuntimeAccess(runtime), store=store)
     agent.start()
     try:
