@@ -16,10 +16,11 @@ import threading
 MIB = 1 << 20
 # kubelet's own limit on what it sends and receives over CRI.
 MAX_REQUEST_BYTES = 16 * MIB
-# Request bytes of large requests handled at once. With the ~5x a request costs
-# while handled, this keeps them near 250 MiB: inside the unit's MemoryMax=512M
-# with the agent's own ~60 MiB and gRPC's buffers of requests still arriving.
-REQUEST_BUDGET_BYTES = 48 * MIB
+# Request bytes of large requests handled at once. A request costs ~5x its size
+# while handled, and every large request arriving meanwhile is held whole until it
+# is refused (16 x 15 MiB = 240 MiB): with the agent's own ~60 MiB this keeps it
+# well inside the unit's MemoryMax=512M (48 MiB was OOM-killed there under load).
+REQUEST_BUDGET_BYTES = 24 * MIB
 SMALL_REQUEST_BYTES = 256 << 10
 
 
