@@ -1,13 +1,17 @@
 """Human-readable explanations of placement decisions: candidates, scores, the deciding rule.
 
 Pure string building from the ranking `policy.py` computed; used by the debug
-log, `simulate --explain` and ResourceExhausted messages.
+log, `simulate --explain` and ResourceExhausted messages. Bounded whatever the
+number of pods: at most MAX_LISTED candidates, pools without room and pools the
+required rules exclude, and MAX_NOTES rule notes per candidate, each list saying
+how many it leaves out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.policy.pools import Pool
 from agent.policy.request import CpuKind, Need
@@ -30,6 +34,14 @@ RULES_EXCLUSIVE = (
 # The parts of rule 3 for exclusive containers, in order.
 FRAGMENTATION = ("isolated CPUs as preferred", "fewer newly split cores", "best fit")
 MAX_LISTED = 12
+MAX_NOTES = 6
+
+
+class HasRule(Protocol):
+    """What the explanation reads of a required rule: its name (see constraints.Required)."""
+
+    @property
+    def rule(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +68,16 @@ def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:
     return "identical rank (should not happen: pool ids differ)"
 
 
+def _more(count: int, shown: int) -> str:
+    return f" (+{count - shown} more)" if count > shown else ""
+
+
 def explain(
     key: str,
     need: Need,
     ranked: Sequence[Candidate],
     rejected: Sequence[tuple[Pool, str]],
+    excluded: Sequence[tuple[Pool, Sequence[HasRule]]] = (),
 ) -> str:
     winner = ranked[0]
     if len(ranked) == 1:
@@ -73,7 +90,9 @@ def explain(
     ]
     for candidate in ranked[:MAX_LISTED]:
         if candidate.notes:
-            lines.append(f"  rules for {candidate.pool.name}: {'; '.join(candidate.notes)}")
+            notes = "; ".join(candidate.notes[:MAX_NOTES])
+            more = _more(len(candidate.notes), MAX_NOTES)
+            lines.append(f"  rules for {candidate.pool.name}: {notes}{more}")
     listed = ", ".join(f"{c.pool.name} {c.score:.3f} [{c.detail}]" for c in ranked[:MAX_LISTED])
     more = f" (+{len(ranked) - MAX_LISTED} more)" if len(ranked) > MAX_LISTED else ""
     lines.append(f"  candidates: {listed}{more}")
@@ -81,4 +100,10 @@ def explain(
         out = "; ".join(f"{pool.name}: {reason}" for pool, reason in rejected[:MAX_LISTED])
         more = f" (+{len(rejected) - MAX_LISTED} more)" if len(rejected) > MAX_LISTED else ""
         lines.append(f"  rejected: {out}{more}")
+    if excluded:
+        out = "; ".join(
+            f"{pool.name}: fails {', '.join(r.rule for r in failing[:2])}" + _more(len(failing), 2)
+            for pool, failing in excluded[:MAX_LISTED]
+        )
+        lines.append(f"  excluded by required rules: {out}{_more(len(excluded), MAX_LISTED)}")
     return "\n".join(lines)

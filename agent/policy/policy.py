@@ -31,6 +31,7 @@ from agent.policy.occupancy import Occupancy
 from agent.policy.pools import Pool, PoolTree, build_pools
 from agent.policy.record import RESERVED_POOL_NAME, PlacementRecord, SavedPlacement
 from agent.policy.request import ContainerRequest, CpuKind, Need, classify
+from agent.rules import TermKind
 from topology.cpuset import CPUSet
 from topology.render import format_bytes
 from topology.tree import Machine
@@ -71,6 +72,7 @@ class Decision:
     score: float
     updates: tuple[CpusetUpdate, ...]  # OTHER containers whose cpuset must change now
     explanation: str  # candidate pools, their scores, why the winner won
+    replaced: str = ""  # a re-create: the exited container whose place it took (now gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,16 +119,30 @@ class Policy:
         self._taken = 0  # exclusive CPUs, as a mask
         self._reserved_keys: set[str] = set()  # containers of reserved namespaces
         self._records: dict[str, PlacementRecord] = {}
+        # Exited containers whose place is kept for their re-creation (until their
+        # sandbox stops): their records stay, their cpusets no longer follow the pool.
+        self._held: set[str] = set()
         self._orig: dict[str, tuple[CPUSet, CPUSet]] = {}  # cpusets before the current call
 
     # -- public API -----------------------------------------------------------
 
     def place(self, request: ContainerRequest) -> Decision:
-        """Choose a pool and cpusets for a new container; raises ResourceExhausted."""
+        """Choose a pool and cpusets for a new container; raises ResourceExhausted.
+
+        A container kubelet re-creates (same sandbox, same name as an exited one)
+        takes the exited one's place back, its rules not checked again. A later
+        container of a placed pod stays inside the domains the pod's required
+        rules chose for its first one (docs/pod-rules.md)."""
         if request.key in self._records:
             return self.resize(request)
         self._orig = {}
-        record = self._place(request, None)
+        held = self._held_for(request)
+        if held is not None:
+            record = self._recreate(request, held)
+            return replace(self._decision(record, self._flush(request.key)), replaced=held)
+        confine = self._confine(request.container.pod.uid)
+        self._complete_inits(request)
+        record = self._place(request, None, confine)
         return self._decision(record, self._flush(request.key))
 
     def place_in(self, request: ContainerRequest, pool: str) -> Decision:
@@ -144,9 +160,11 @@ class Policy:
         if old is None:
             return self.place(request)
         self._orig = {}
+        # A resize never checks the pod rules again: it stays in the pod's domains.
+        confine = self._confine(old.request.container.pod.uid)
         self._remove(request.key)
         try:
-            record = self._place(request, None)
+            record = self._place(request, None, self._online if confine is None else confine)
         except PlacementError:
             self._install(old)
             self._orig = {}
@@ -233,6 +251,33 @@ class Policy:
         self._remove(key)
         return self._flush(key)
 
+    def exited(self, key: str) -> tuple[CpusetUpdate, ...]:
+        """The container exited (or was stopped or removed) while its sandbox runs:
+        its place (pool, exclusive CPUs, accounting) is kept for its re-creation,
+        and its pod still occupies its domains. An init container's place is given
+        back when the pod's next container is placed. Unknown keys are ignored."""
+        record = self._records.get(key)
+        if record is None or key in self._held:
+            return ()
+        self._held.add(key)
+        if record.pool is None:
+            self._reserved_keys.discard(key)
+        else:
+            self._states[record.pool.index].members.discard(key)
+        return ()
+
+    def held(self, key: str) -> bool:
+        """Whether `key` is an exited container whose place is kept."""
+        return key in self._held
+
+    def release_sandbox(self, sandbox_id: str) -> tuple[CpusetUpdate, ...]:
+        """The sandbox stopped: its containers, exited ones too, give everything back."""
+        keys = [k for k, r in self._records.items() if r.request.container.pod.id == sandbox_id]
+        self._orig = {}
+        for key in keys:
+            self._remove(key)
+        return self._flush(None)
+
     def release_pod(self, pod_uid: str) -> tuple[CpusetUpdate, ...]:
         keys = [k for k, r in self._records.items() if r.request.container.pod.uid == pod_uid]
         self._orig = {}
@@ -280,13 +325,96 @@ class Policy:
 
     # -- placement ------------------------------------------------------------
 
-    def _place(self, request: ContainerRequest, forced: int | None) -> PlacementRecord:
+    # -- pod lifetime ---------------------------------------------------------
+
+    def _held_for(self, request: ContainerRequest) -> str | None:
+        """The exited container `request` re-creates (same pod, sandbox and name)."""
+        container = request.container
+        for key in self._held:
+            other = self._records[key].request.container
+            if (other.name, other.pod.id, other.pod.uid) == (
+                container.name,
+                container.pod.id,
+                container.pod.uid,
+            ):
+                return key
+        return None
+
+    def _recreate(self, request: ContainerRequest, old_key: str) -> PlacementRecord:
+        """kubelet re-creates an exited container: it gets its place back (its
+        exclusive CPUs too, as kubelet's CPU manager keeps them by pod and name),
+        without its rules being checked again. Asking for other resources, it is
+        placed as a resize would be: inside its pod's domains."""
+        old = self._records[old_key]
+        need = classify(request, self.config)
+        confine = self._confine(request.container.pod.uid)
+        self._remove(old_key)
+        if need == old.need:
+            where = old.pool_name + (f", cpus {old.exclusive}" if old.exclusive else "")
+            note = (
+                f"{request.key}: re-created in the place of {old_key} ({where}); the pod "
+                "rules are not checked again"
+            )
+            record = PlacementRecord(
+                request, need, old.pool, old.exclusive, CPUSet(), CPUSet(), old.score, note
+            )
+            return self._install(record)
+        try:
+            return self._place(request, None, self._online if confine is None else confine)
+        except PlacementError:
+            self._install(old)
+            self.exited(old_key)
+            raise
+
+    def _complete_inits(self, request: ContainerRequest) -> None:
+        """kubelet runs init containers one at a time, each to completion, before
+        the next container of the pod: exited containers of the sandbox with other
+        names are completed init containers, whose places go back now."""
+        container = request.container
+        done = [
+            key
+            for key in self._held
+            if (c := self._records[key].request.container).pod.id == container.pod.id
+            and c.pod.uid == container.pod.uid
+            and c.name != container.name
+        ]
+        for key in done:
+            self._remove(key)
+
+    def _confine(self, pod_uid: str) -> int | None:
+        """The CPUs of the domains a placed pod's required rules chose (None: the pod
+        has no placed container). At every level its required terms, its
+        DoNotSchedule spread and other pods' required anti-affinity toward it name,
+        the domains its containers occupy; the whole machine when none does."""
+        placed = self._occupancy.pod(pod_uid)
+        if placed is None:
+            return None
+        levels = {t.level for t in placed.rules.pod_terms if t.required}
+        levels.update(c.level for c in placed.rules.spread if c.required)
+        for other, term in self._occupancy.terms_about(placed.labels):
+            if (
+                other.uid != pod_uid
+                and term.required
+                and term.kind is TermKind.ANTI_AFFINITY
+                and term.namespaces.matches(other.namespace, placed.namespace)
+            ):
+                levels.add(term.level)
+        mask = self._online
+        for level in levels:
+            mask &= self._topology[level].expand(placed.occupied)
+        return mask
+
+    # -- placement ------------------------------------------------------------
+
+    def _place(
+        self, request: ContainerRequest, forced: int | None, confine: int | None = None
+    ) -> PlacementRecord:
         need = classify(request, self.config)
         if need.kind is CpuKind.RESERVED:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"
             return self._install(self._new_record(request, need, None, 0, 0.0, note))
-        ranked, rejected, ruled_out = self._rank(request, need)
+        ranked, rejected, ruled_out = self._rank(request, need, confine)
         if forced is not None:
             ranked = [c for c in ranked if c.pool.index == forced]
             rejected = [r for r in rejected if r[0].index == forced]
@@ -296,7 +424,7 @@ class Policy:
                 raise RuleUnsatisfied(self._unsatisfied(need, ruled_out, rejected))
             raise ResourceExhausted(self._exhausted(need, rejected))
         winner = ranked[0]
-        text = explain(request.key, need, ranked, rejected)
+        text = explain(request.key, need, ranked, rejected, ruled_out)
         home = self._pools[winner.home]
         return self._install(self._new_record(request, need, home, winner.pick, winner.score, text))
 
@@ -334,7 +462,7 @@ class Policy:
         return [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self._close]
 
     def _rank(
-        self, request: ContainerRequest, need: Need
+        self, request: ContainerRequest, need: Need, confine: int | None = None
     ) -> tuple[list[Candidate], list[tuple[Pool, str]], list[tuple[Pool, list[Required]]]]:
         """Every pool with capacity that the pod rules allow, best first; the pools
         without capacity with the reason; the pools the rules rule out with the rules.
@@ -352,7 +480,7 @@ class Policy:
         5. lower pool id: deterministic.
         """
         scores = self._scores(request)
-        rules = self._evaluation(request)
+        rules = self._evaluation(request, need, confine)
         shared = self._shared_mask()
         ranked: list[Candidate] = []
         rejected: list[tuple[Pool, str]] = []
@@ -378,9 +506,11 @@ class Policy:
         ranked.sort(key=lambda c: c.rank)
         return ranked, rejected, ruled_out
 
-    def _evaluation(self, request: ContainerRequest) -> Evaluation | None:
+    def _evaluation(
+        self, request: ContainerRequest, need: Need, confine: int | None
+    ) -> Evaluation | None:
         """The pod rules for this container, or None when no rule can concern it."""
-        if request.rules.is_empty and not self._occupancy.any_terms:
+        if request.rules.is_empty and not self._occupancy.any_terms and confine is None:
             return None
         rules = Evaluation(
             request,
@@ -389,6 +519,8 @@ class Policy:
             self.config,
             self._numa,
             self._reserved,
+            exclusive=need.kind is CpuKind.EXCLUSIVE,
+            confine=confine,
         )
         return None if rules.empty else rules
 
@@ -589,10 +721,14 @@ class Policy:
         rejected: list[tuple[Pool, str]],
     ) -> str:
         """Which rules leave no place, and why, for a refusal kubelet will show."""
+        # A rule some place satisfies is not why nothing fits, when another rule
+        # fails everywhere: name the rules that fail in every place, if any do.
+        everywhere = set.intersection(*({r.rule for r in failing} for _, failing in ruled_out))
         seen: dict[str, Required] = {}
         for _, failing in ruled_out:
             for rule in failing:
-                seen.setdefault(rule.rule, rule)
+                if not everywhere or rule.rule in everywhere:
+                    seen.setdefault(rule.rule, rule)
         parts = [f"{rule.rule}: {rule.why()}" for rule in seen.values()]
         text = f"no place for {need.describe()} satisfies the pod rules: " + "; ".join(parts)
         if rejected:
@@ -656,6 +792,7 @@ class Policy:
 
     def _remove(self, key: str) -> PlacementRecord:
         record = self._records.pop(key)
+        self._held.discard(key)
         self._orig.pop(key, None)
         self._occupancy.remove(key, record.request.container)
         if record.pool is None:
@@ -821,6 +958,8 @@ class Policy:
                     if record.need.kind is CpuKind.SHARED:
                         shared_used[q.pool.index] += record.need.milli_cpu
                     memory_used[q.pool.index] += record.need.memory_bytes
+            if key in self._held:
+                continue  # exited: its cpusets are what it had; nobody runs on them
             expected = self._cpusets(record.pool, exclusive)
             assert (record.cpus, record.mems) == expected, f"{key}: cpusets out of date"
             if self.config.pin_cpus and not exclusive:
@@ -834,3 +973,38 @@ class Policy:
         assert shared_used == [s.shared_milli for s in self._states], "shared accounting"
         assert memory_used == [s.memory_used for s in self._states], "memory accounting"
         assert min(shared_used, default=0) >= 0, "negative shared accounting"
+        self._check_indexes()
+
+    def _check_indexes(self) -> None:
+        """Every index kept beside the records, rebuilt from the records and compared."""
+        assert self._held <= self._records.keys(), "held keys without records"
+        live = {k: r for k, r in self._records.items() if k not in self._held}
+        reserved = {k for k, r in live.items() if r.pool is None}
+        assert reserved == self._reserved_keys, "reserved keys out of sync with the records"
+        for state in self._states:
+            index = state.pool.index
+            members = {
+                k
+                for k, r in live.items()
+                if r.pool is not None and r.pool.index == index and r.need.kind is CpuKind.SHARED
+            }
+            assert members == state.members, f"{state.pool.name}: members out of sync"
+            pods: dict[str, int] = {}
+            namespaces: dict[str, int] = {}
+            for r in self._records.values():
+                if r.pool is not None and r.pool.index == index:
+                    c = r.request.container
+                    pods[c.pod.uid] = pods.get(c.pod.uid, 0) + 1
+                    namespaces[c.namespace] = namespaces.get(c.namespace, 0) + 1
+            assert pods == dict(state.pods), f"{state.pool.name}: pod counters out of sync"
+            assert namespaces == dict(state.namespaces), f"{state.pool.name}: namespace counters"
+        occupied: dict[str, dict[str, int]] = {}
+        for key, r in self._records.items():
+            occupied.setdefault(r.request.container.pod.uid, {})[key] = self._occupies(r)
+        placed = {p.uid: dict(p.containers) for p in self._occupancy.pods()}
+        assert placed == occupied, "occupancy out of sync with the records"
+        for pod in self._occupancy.pods():
+            union = 0
+            for cpus in pod.containers.values():
+                union |= cpus
+            assert pod.occupied == union, f"{pod.key}: occupied CPUs out of sync"
