@@ -187,7 +187,7 @@ class NodeAgent:
             CREATE_CONTAINER: self._create_container,
             START_CONTAINER: self._start_container,
             STOP_CONTAINER: self._stop_container,
-            REMOVE_CONTAINER: self._stop_container,
+            REMOVE_CONTAINER: self._remove_container,
             UPDATE_CONTAINER_RESOURCES: self._update_container_resources,
             LIST_CONTAINERS: self._list_containers,
             CONTAINER_STATUS: self._container_status,
@@ -212,8 +212,8 @@ class NodeAgent:
         items = []
         for cid in self._books.sent:
             record = self._books.record(cid)
-            if record is None:
-                continue
+            if record is None or self._books.policy.held(cid):
+                continue  # exited: its place is kept, but nothing runs there
             info = record.request.container
             items.append(
                 Placement(
@@ -240,7 +240,7 @@ class NodeAgent:
             out = []
             for cid in self._books.sent:
                 record = self._books.record(cid)
-                if record is not None:
+                if record is not None and not self._books.policy.held(cid):
                     out.append(Wanted(cid, record.request.container.who, record.cpus, record.mems))
             return out
 
@@ -443,6 +443,8 @@ class NodeAgent:
                 decision = self._decide(info, lambda: self._books.policy.place(creq))
                 self._books.pods.setdefault(sandbox_id, pod)
                 self._books.apply(decision.updates)
+                if decision.replaced:  # a re-create took the exited container's place
+                    self._books.release([decision.replaced])
         crash_point("create-after-decision")
         linux = req.config.linux.resources  # created on first write if kubelet sent none
         write_cpusets(linux, decision.cpus, decision.mems)
@@ -547,8 +549,28 @@ class NodeAgent:
         container_id = _decode(cri_pb2.RemoveContainerRequest, request).container_id
         reply = forward(request)
         crash_point("remove-after-runtime")
-        self._release([container_id])
+        self._exited([container_id])
         return reply
+
+    def _remove_container(self, request: bytes, forward: Forward) -> bytes:
+        container_id = _decode(cri_pb2.RemoveContainerRequest, request).container_id
+        reply = forward(request)
+        crash_point("remove-after-runtime")
+        with self._lock:
+            self._books.removed([container_id])
+            snapshot = self._snapshot()
+        self._writer.write(snapshot)
+        self._flush()
+        return reply
+
+    def _exited(self, keys: Iterable[str]) -> None:
+        """Stopped, removed or exited: the place is kept for a re-create until the
+        sandbox stops (the policy's `exited`)."""
+        with self._lock:
+            self._books.exited(keys)
+            snapshot = self._snapshot()
+        self._writer.write(snapshot)
+        self._flush()
 
     def _release(self, keys: Iterable[str]) -> None:
         with self._lock:
@@ -697,10 +719,11 @@ class NodeAgent:
     def _release_exited(self, container_ids: list[str]) -> None:
         # Relists come every second: decide without the lock that nothing is to do
         # (a stale read only delays the release to the next relist).
-        exited = [cid for cid in container_ids if cid in self._books.sent]
+        policy = self._books.policy
+        exited = [cid for cid in container_ids if cid in self._books.sent and not policy.held(cid)]
         if exited:
-            log.info("containers exited, giving back their CPUs: %s", ", ".join(exited))
-            self._release(exited)
+            log.info("containers exited, their places kept for a re-create: %s", ", ".join(exited))
+            self._exited(exited)
 
     # -- edges ------------------------------------------------------------------
 
