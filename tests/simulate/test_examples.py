@@ -271,6 +271,22 @@ def check_even_spread(r: SimulationResult) -> None:
     assert r.errors == ()
 
 
+def check_replica_comes_back(r: SimulationResult) -> None:
+    m = r.machine
+    assert [(e.pod, e.code) for e in r.errors] == [("db-2", "FAILED_PRECONDITION")]
+    before = simulate("replica-comes-back", events=2)
+    assert cpus(get(r, "db-0")) == cpus(get(before, "db-0"))  # its very CPUs back
+    assert sockets_of(m, cpus(get(r, "db-0"))).isdisjoint(sockets_of(m, cpus(get(r, "db-1"))))
+
+
+def check_resize_after_target_left(r: SimulationResult) -> None:
+    assert r.errors == ()
+    placed = simulate("resize-after-target-left", events=2)
+    cache = nodes_of(placed.machine, cpus(get(placed, "cache")))
+    assert nodes_of(r.machine, cpus(get(r, "web"))) == cache
+    assert [d.pool for d in r.decisions if d.pod == "web"] == ["numa0"] * 3
+
+
 def check_numa_node_labels(r: SimulationResult) -> None:
     m = r.machine
     nic_node = next(n.numa_node for n in m.nics if n.name == "ens5f0")
@@ -302,6 +318,8 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "everyone-out": check_everyone_out,
     "daemon-beside-a-loner": check_daemon_beside_a_loner,
     "even-spread": check_even_spread,
+    "replica-comes-back": check_replica_comes_back,
+    "resize-after-target-left": check_resize_after_target_left,
     "numa-node-labels": check_numa_node_labels,
 }
 
