@@ -374,6 +374,24 @@ class Evaluation:
         levels = [r.single for r in self.required if r.single is not None]
         return min(levels, key=list(Level).index) if levels else None
 
+    def finer_regions(self, region: int) -> list[int]:
+        """Parts of `region` the preferences single out (their domains cover some of
+        it but not all: core and l3 inside a NUMA pool): away from what the
+        anti-affinities avoid, and inside each affinity's domains (away too)."""
+        away = 0
+        toward: list[int] = []
+        for pref in self.preferred:
+            inside = pref.mask & region
+            if not inside or inside == region:
+                continue
+            if pref.anti:
+                away |= pref.mask
+            else:
+                toward.append(inside)
+        out = [region & ~away] if away and region & ~away else []
+        out.extend(part & ~away or part for part in toward)
+        return out
+
     def failing(self, cpus: int) -> list[Required]:
         return [r for r in self.required if r.fails(cpus, self.topology)]
 

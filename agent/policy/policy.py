@@ -597,24 +597,23 @@ class Policy:
         leave no pick."""
         allowed = rules.allowed() & pool.cpus.mask
         level = rules.finest_single()
-        if allowed == pool.cpus.mask and level is None:
-            # The rules allow the whole pool: one pick, as without them.
-            found = self._pick(pool, need)
-            if isinstance(found, str) or rules.failing(found[0]):
-                return rules.failing(pool.cpus.mask) or list(rules.required)
-            return found
         regions = [allowed]
         if level is not None:
             domains = self._topology[level]
             if domains.single(pool.cpus.mask) is None:
                 regions = [domains.masks[i] & allowed for i in domains.indices(allowed)]
+        # Preferences finer than the pool (core, l3) rank the CPUs picked inside it.
+        finer = [part for region in regions for part in rules.finer_regions(region)]
         best: tuple[int, bool, int, int] | None = None
-        for region in regions:
+        best_rank: tuple[float, int, int] | None = None
+        for region in regions + finer:
             found = self._pick(pool, need, region)
             if isinstance(found, str) or rules.failing(found[0]):
                 continue
-            if best is None or (found[2], found[3]) < (best[2], best[3]):
-                best = found
+            score = rules.score(found[0])[0] if finer else 0.0
+            rank = (-score, found[2], found[3])
+            if best_rank is None or rank < best_rank:
+                best, best_rank = found, rank
         if best is None:
             return rules.failing(pool.cpus.mask) or list(rules.required)
         return best
