@@ -112,6 +112,17 @@ class Preferred:
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """What a preference gave a place; its text is built only if an explanation shows it."""
+
+    got: int
+    pref: Preferred
+
+    def __str__(self) -> str:
+        return f"{self.got:+d} {self.pref.text}"
+
+
+@dataclass(frozen=True, slots=True)
 class Spread:
     """A ScheduleAnyway constraint: its counts per domain, ready for a skew."""
 
@@ -395,15 +406,15 @@ class Evaluation:
     def failing(self, cpus: int) -> list[Required]:
         return [r for r in self.required if r.fails(cpus, self.topology)]
 
-    def score(self, cpus: int) -> tuple[float, tuple[str, ...]]:
+    def score(self, cpus: int) -> tuple[float, tuple[Note, ...]]:
         """The weights this place earns, and a note per preference that holds."""
         total = 0
-        notes = []
+        notes: list[Note] = []
         for pref in self.preferred:
             got = pref.score(cpus, self.topology)
             if got:
                 total += got
-                notes.append(f"{got:+d} {pref.text}")
+                notes.append(Note(got, pref))
         return float(total), tuple(notes)
 
     def skews(self, places: Sequence[int]) -> list[tuple[int, tuple[str, ...]]]:

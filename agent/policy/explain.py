@@ -3,8 +3,9 @@
 Pure string building from the ranking `policy.py` computed; used by the debug
 log, `simulate --explain` and ResourceExhausted messages. Bounded whatever the
 number of pods: at most MAX_LISTED candidates, pools without room and pools the
-required rules exclude, and MAX_NOTES rule notes per candidate, each list saying
-how many it leaves out.
+required rules exclude, and MAX_NOTES rule notes for each of the winner and the
+runner-up, each list saying how many it leaves out. Rule notes are made text only
+here, for what is shown; the state file keeps only the summary lines.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ RULES_EXCLUSIVE = (
 FRAGMENTATION = ("isolated CPUs as preferred", "fewer newly split cores", "best fit")
 MAX_LISTED = 12
 MAX_NOTES = 6
+# Candidates whose rule notes are shown: the winner and the runner-up it beat.
+MAX_NOTED = 2
+# The lines of an explanation a state file keeps (what was needed, where and why).
+SUMMARY_LINES = 2
 
 
 class HasRule(Protocol):
@@ -52,7 +57,9 @@ class Candidate:
     detail: str  # "load 35%" / "splits 0 cores, leaves 12 free"
     pick: int = 0  # exclusive CPUs chosen in this pool (mask)
     home: int = 0  # the pool the container ends up in (exclusive: the deepest holding `pick`)
-    notes: tuple[str, ...] = ()  # what the pod rules gave this place: "+50 <rule>", "skew 1 ..."
+    # What the pod rules gave this place ("+50 <rule>", "skew 1 ..."), each made text
+    # only when an explanation shows it.
+    notes: tuple[object, ...] = ()
     occupied: int = 0  # the CPUs the container would occupy here (its pool, or its pick)
 
 
@@ -66,6 +73,11 @@ def deciding_rule(need: Need, winner: Candidate, runner_up: Candidate) -> str:
             rule = f"{rule} ({FRAGMENTATION[part]})"
         return f"{rule} than {runner_up.pool.name}"
     return "identical rank (should not happen: pool ids differ)"
+
+
+def summary(explanation: str) -> str:
+    """The part of an explanation a restart needs to show again: its first lines."""
+    return "\n".join(explanation.splitlines()[:SUMMARY_LINES])
 
 
 def _more(count: int, shown: int) -> str:
@@ -88,9 +100,9 @@ def explain(
         f"{key}: {need.why}, needs {need.describe()}",
         f"  -> {winner.pool.name} (score {winner.score:.3f}): {why}",
     ]
-    for candidate in ranked[:MAX_LISTED]:
+    for candidate in ranked[:MAX_NOTED]:
         if candidate.notes:
-            notes = "; ".join(candidate.notes[:MAX_NOTES])
+            notes = "; ".join(str(note) for note in candidate.notes[:MAX_NOTES])
             more = _more(len(candidate.notes), MAX_NOTES)
             lines.append(f"  rules for {candidate.pool.name}: {notes}{more}")
     listed = ", ".join(f"{c.pool.name} {c.score:.3f} [{c.detail}]" for c in ranked[:MAX_LISTED])

@@ -26,7 +26,7 @@ from agent.policy.errors import (
     RuleUnsatisfied,
     UnknownContainer,
 )
-from agent.policy.explain import Candidate, explain
+from agent.policy.explain import Candidate, explain, summary
 from agent.policy.occupancy import Occupancy
 from agent.policy.pools import Pool, PoolTree, build_pools
 from agent.policy.record import RESERVED_POOL_NAME, PlacementRecord, SavedPlacement
@@ -138,12 +138,13 @@ class Policy:
         self._orig = {}
         held = self._held_for(request)
         if held is not None:
-            record = self._recreate(request, held)
-            return replace(self._decision(record, self._flush(request.key)), replaced=held)
+            record, text = self._recreate(request, held)
+            decision = self._decision(record, self._flush(request.key), text)
+            return replace(decision, replaced=held)
         confine = self._confine(request.container.pod.uid)
         self._complete_inits(request)
-        record = self._place(request, None, confine)
-        return self._decision(record, self._flush(request.key))
+        record, text = self._place(request, None, confine)
+        return self._decision(record, self._flush(request.key), text)
 
     def place_in(self, request: ContainerRequest, pool: str) -> Decision:
         """Place into the named pool regardless of score (what-if tools, tests)."""
@@ -151,8 +152,8 @@ class Policy:
         if request.key in self._records:
             raise PlacementError(f"{request.key} is already placed; release it first")
         self._orig = {}
-        record = self._place(request, index)
-        return self._decision(record, self._flush(request.key))
+        record, text = self._place(request, index)
+        return self._decision(record, self._flush(request.key), text)
 
     def resize(self, request: ContainerRequest) -> Decision:
         """The container's request changed: place it again (it keeps its place on failure)."""
@@ -164,12 +165,12 @@ class Policy:
         confine = self._confine(old.request.container.pod.uid)
         self._remove(request.key)
         try:
-            record = self._place(request, None, self._online if confine is None else confine)
+            record, text = self._place(request, None, self._online if confine is None else confine)
         except PlacementError:
             self._install(old)
             self._orig = {}
             raise
-        return self._decision(record, self._flush(request.key))
+        return self._decision(record, self._flush(request.key), text)
 
     def restore(self, request: ContainerRequest, saved: SavedPlacement) -> Decision | None:
         """Take back a container the state file knows, exactly where it was.
@@ -340,7 +341,7 @@ class Policy:
                 return key
         return None
 
-    def _recreate(self, request: ContainerRequest, old_key: str) -> PlacementRecord:
+    def _recreate(self, request: ContainerRequest, old_key: str) -> tuple[PlacementRecord, str]:
         """kubelet re-creates an exited container: it gets its place back (its
         exclusive CPUs too, as kubelet's CPU manager keeps them by pod and name),
         without its rules being checked again. Asking for other resources, it is
@@ -358,7 +359,7 @@ class Policy:
             record = PlacementRecord(
                 request, need, old.pool, old.exclusive, CPUSet(), CPUSet(), old.score, note
             )
-            return self._install(record)
+            return self._install(record), note
         try:
             return self._place(request, None, self._online if confine is None else confine)
         except PlacementError:
@@ -408,12 +409,13 @@ class Policy:
 
     def _place(
         self, request: ContainerRequest, forced: int | None, confine: int | None = None
-    ) -> PlacementRecord:
+    ) -> tuple[PlacementRecord, str]:
+        """The new record (keeping the explanation's summary) and the whole explanation."""
         need = classify(request, self.config)
         if need.kind is CpuKind.RESERVED:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"
-            return self._install(self._new_record(request, need, None, 0, 0.0, note))
+            return self._install(self._new_record(request, need, None, 0, 0.0, note)), note
         ranked, rejected, ruled_out = self._rank(request, need, confine)
         if forced is not None:
             ranked = [c for c in ranked if c.pool.index == forced]
@@ -426,7 +428,9 @@ class Policy:
         winner = ranked[0]
         text = explain(request.key, need, ranked, rejected, ruled_out)
         home = self._pools[winner.home]
-        return self._install(self._new_record(request, need, home, winner.pick, winner.score, text))
+        kept = summary(text)  # what the record (and the state file) keeps
+        record = self._new_record(request, need, home, winner.pick, winner.score, kept)
+        return self._install(record), text
 
     def _scores(self, request: ContainerRequest) -> list[float] | None:
         """Affinity score of every pool, or None when all are zero (no affinities)."""
@@ -538,7 +542,7 @@ class Policy:
             return reason
         occupied = pool.cpus.mask
         score = scores[pool.index] if scores is not None else 0.0
-        notes: tuple[str, ...] = ()
+        notes: tuple[object, ...] = ()
         if rules is not None:
             failing = rules.failing(occupied)
             if failing:
@@ -575,7 +579,7 @@ class Policy:
         if reason is not None:
             return reason
         score = scores[home] if scores is not None else 0.0
-        notes: tuple[str, ...] = ()
+        notes: tuple[object, ...] = ()
         if rules is not None:
             extra, notes = rules.score(pick)
             score = round(score + extra, SCORE_DIGITS)
@@ -924,7 +928,9 @@ class Policy:
 
     # -- output ---------------------------------------------------------------
 
-    def _decision(self, record: PlacementRecord, updates: Iterable[CpusetUpdate]) -> Decision:
+    def _decision(
+        self, record: PlacementRecord, updates: Iterable[CpusetUpdate], shown: str = ""
+    ) -> Decision:
         return Decision(
             key=record.key,
             pool=record.pool_name,
@@ -933,7 +939,7 @@ class Policy:
             exclusive=record.is_exclusive,
             score=record.score,
             updates=tuple(updates),
-            explanation=record.explanation,
+            explanation=shown or record.explanation,
         )
 
     # -- checks (tests, debugging) -------------------------------------------

@@ -112,13 +112,17 @@ def simulate_file(path: str | Path) -> SimulationResult:
 
 
 def run_scenario(
-    scenario: Scenario, machine: Machine, runtime: MemoryRuntime | None = None
+    scenario: Scenario,
+    machine: Machine,
+    runtime: MemoryRuntime | None = None,
+    state_dir: Path | None = None,
 ) -> SimulationResult:
     """Run every event of `scenario` on `machine`, in order, synchronously.
 
     `runtime` (a fresh one by default) lets tests look at the calls it served.
     A scenario with restart events runs the agent with a state file in a
-    temporary directory, as the daemon does, so that a restart has one to read.
+    temporary directory, as the daemon does, so that a restart has one to read;
+    `state_dir` runs it with its state file there (benchmarks weigh it).
     """
     runtime = runtime if runtime is not None else MemoryRuntime()
     decisions: list[Explained] = []
@@ -130,7 +134,9 @@ def run_scenario(
 
     with contextlib.ExitStack() as stack:
         store = None
-        if any(isinstance(event, Restart) for event in scenario.events):
+        if state_dir is not None:  # the caller looks at the state file afterwards
+            store = StateStore(state_dir, machine_fingerprint(machine))
+        elif any(isinstance(event, Restart) for event in scenario.events):
             state_dir = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="na-sim-", dir=FAST_TMP)
             )
