@@ -137,10 +137,10 @@ def run_scenario(
         if state_dir is not None:  # the caller looks at the state file afterwards
             store = StateStore(state_dir, machine_fingerprint(machine))
         elif any(isinstance(event, Restart) for event in scenario.events):
-            state_dir = stack.enter_context(
+            temporary = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="na-sim-", dir=FAST_TMP)
             )
-            store = StateStore(state_dir, machine_fingerprint(machine))
+            store = StateStore(temporary, machine_fingerprint(machine))
 
         def start_agent() -> NodeAgent:
             agent = NodeAgent(
