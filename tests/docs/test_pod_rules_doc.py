@@ -57,7 +57,8 @@ def test_every_example_parses(block: str) -> None:
         "skew = max over D",
         "minDomains",
         "The pod is the unit of the pod rules",
-        "A pod occupies its domains from its first placed container until its\n  sandbox is stopped",
+        "A pod occupies its domains from its first placed container until its\n"
+        "  sandbox is stopped",
         "A re-created container gets its place back",
         "A resize never re-checks pod rules",
         "Explanations are bounded and cheap",
