@@ -548,7 +548,6 @@ class NodeAgent:
         # StopContainerRequest and RemoveContainerRequest both carry container_id=1.
         container_id = _decode(cri_pb2.RemoveContainerRequest, request).container_id
         reply = forward(request)
-        crash_point("remove-after-runtime")
         self._exited([container_id])
         return reply
 

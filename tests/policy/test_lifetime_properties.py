@@ -191,7 +191,9 @@ class World:
             pod.exited.discard(name)
         elif kind == "resize" and name not in pod.exited:
             key = pod.containers[name]
-            milli = min(pod.sizes[name], size * 1000 if size % 2 else size * 300)
+            old = pod.sizes[name]
+            # Smaller, of the same kind (exclusive stays whole CPUs): it fits where it is.
+            milli = min(old, size * 1000) if old % 1000 == 0 else min(old, size * 300)
             request = replace(container_request(pod, name, milli), key=key)
             self.pol.resize(request)  # never grows here: never refused
             pod.sizes[name] = milli
