@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.policy.config import PolicyConfig
 from agent.policy.domains import Domains, Topology
@@ -111,9 +111,9 @@ class Preferred:
         return self.weight
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
-    """What a preference gave a place; its text is built only if an explanation shows it."""
+class Note(NamedTuple):
+    """What a preference gave a place; its text is built only if an explanation shows it.
+    (A tuple: one is made per preference and candidate, so it must be cheap.)"""
 
     got: int
     pref: Preferred
