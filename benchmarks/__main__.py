@@ -21,6 +21,7 @@ import psutil
 from benchmarks import (
     annotations_bench,
     hung_updates_bench,
+    lifetime_bench,
     machine_map_bench,
     method_names_bench,
     placement_bench,
@@ -148,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         results["placement_speed"] = speed
         print("## Placement decision time (Policy.place, 512 CPUs)\n")
         print(report.speed_table(speed), "\n", flush=True)
+        lives = lifetime_bench.measure(20 if args.quick else 200, 20 if args.quick else 110)
+        results["pod_rules_cost"] = lives.as_dict()
+        print("## Pod rules over many pods (simulate, state file)\n")
+        print(lifetime_bench.report(lives), "\n", flush=True)
 
     if "quality" in parts:
         rows = quality.evaluate()

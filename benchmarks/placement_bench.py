@@ -39,7 +39,8 @@ MACHINES = {
 }
 PLACED = (0, 100, 250, 500)
 APPS = 40
-WORKLOADS = ("cri-rm", "pod-rules")
+# pod-rules: about 65% of pods carry numa-agent.io rules; all-rules: every pod does.
+WORKLOADS = ("cri-rm", "pod-rules", "all-rules")
 REFUSED = (ResourceExhausted, RuleUnsatisfied)
 
 # numa-agent.io rules, by share of pods (the rest have none).
@@ -111,8 +112,10 @@ def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> C
     if workload == "cri-rm" and rng.random() < 0.5:
         annotations["cri-resource-manager.intel.com/affinity"] = AFFINITY.format(partner=partner)
         annotations["cri-resource-manager.intel.com/anti-affinity"] = ANTI_AFFINITY.format(own=app)
-    elif workload == "pod-rules":
+    elif workload in ("pod-rules", "all-rules"):
         roll = rng.random()
+        if workload == "all-rules":
+            roll *= sum(share for share, _, _ in POD_RULES)
         for share, affinity, spread in POD_RULES:
             roll -= share
             if roll < 0:
@@ -142,7 +145,7 @@ def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> C
         def fn(other: ContainerInfo) -> int:
             return effective_affinity(container, rules, other)
 
-    pod_rules = parse_pod_rules(annotations) if workload == "pod-rules" else NO_RULES
+    pod_rules = parse_pod_rules(annotations) if workload != "cri-rm" else NO_RULES
     return ContainerRequest(f"c{serial}", container, resources, fn, pod_rules)
 
 

@@ -21,6 +21,7 @@ from agent.rules import (
     RuleError,
     TermKind,
     parse_pod_rules,
+    reach_problems,
 )
 from agent.simulate.driver import SimulationError, SimulationResult, run_scenario
 from agent.simulate.output import render_text
@@ -105,7 +106,9 @@ class RuleFindings:
     summary: str | None  # what the numa-agent.io annotations ask; None without any
 
 
-def check_rules(workload: Workload) -> RuleFindings:
+def check_rules(
+    workload: Workload, exclusive_domain_namespaces: tuple[str, ...] = ()
+) -> RuleFindings:
     """The agent's verdict on the numa-agent.io annotations (they concern every
     container of the pod alike), and the pod spec's own rules that name
     numa-agent.io keys the cluster scheduler does not know."""
@@ -119,6 +122,12 @@ def check_rules(workload: Workload) -> RuleFindings:
         errors = [f"cannot place {err.render(pod=pod.key, container=name)}" for name in containers]
     else:
         summary = None if rules.is_empty else describe_rules(rules)
+        # No tenant can close the node (agent.rules.guard): refused at CreateContainer.
+        errors = [
+            f"cannot place container {name!r} of pod {pod.key}: {problem}"
+            for problem in reach_problems(rules, pod.namespace, exclusive_domain_namespaces)
+            for name in containers
+        ]
     warnings = [
         f"{path} is {key!r}, a key of the machine's parts that no node carries, so the "
         "cluster scheduler cannot apply this rule as meant (required pod or node affinity and "
@@ -227,7 +236,7 @@ def _check(args: argparse.Namespace) -> int:
     lines: list[str] = []
     for workload in workloads:
         findings = check_affinities(workload.pod)
-        rules = check_rules(workload)
+        rules = check_rules(workload, config.policy.exclusive_domain_namespaces)
         failed = failed or bool(findings.errors) or bool(rules.errors)
         lines.extend(_report(workload, findings, rules))
     print("\n".join(lines))

@@ -98,8 +98,8 @@ class Books:
     def want(self, cid: str) -> None:
         """The runtime is owed the container's sent resources with the policy's cpusets."""
         record = self.policy.record(cid)
-        if record is None:
-            return
+        if record is None or self.policy.held(cid):
+            return  # gone, or exited (nothing runs to take a cpuset)
         full = cri_pb2.LinuxContainerResources()
         full.CopyFrom(self.sent[cid])
         write_cpusets(full, record.cpus, record.mems)
@@ -114,6 +114,27 @@ class Books:
             if self.sent.pop(key, None) is not None:
                 self.updater.forget(key)
         self.apply(updates)
+
+    def exited(self, keys: Iterable[str]) -> None:
+        """Containers exited, stopped or removed: the policy keeps their places (and
+        the state file their records) until their sandbox stops; nothing more is
+        owed to them. One the policy no longer knows (re-created) is forgotten."""
+        for key in keys:
+            if self.policy.record(key) is None:
+                self.release([key])
+                continue
+            self.apply(self.policy.exited(key))
+            self.updater.forget(key)
+
+    def removed(self, keys: Iterable[str]) -> None:
+        """Containers removed from the runtime: the policy keeps their places until
+        their sandbox stops (a re-create takes them back); the runtime has nothing
+        more to hear about them, and a restart would not find them."""
+        for key in keys:
+            self.apply(self.policy.exited(key))
+            self.unresolved.pop(key, None)
+            if self.sent.pop(key, None) is not None:
+                self.updater.forget(key)
 
     def payload(self) -> dict[str, Any]:
         """What the state file keeps (see agent.state.schema)."""

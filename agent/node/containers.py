@@ -73,10 +73,11 @@ class Containers:
         return reply
 
     def stop_container(self, request: bytes, forward: Forward) -> bytes:
-        """A stopped container gives its CPUs back, unless it never started: containerd
-        1.6 answers StopContainer of a created container OK and still starts it
-        later, so its CPUs are held as long as it could run (until it is removed or
-        seen exited)."""
+        """A stopped container has exited: its place is kept for a re-create until its
+        sandbox stops (the policy's `exited`), and nothing more is owed to it. One that
+        never started is still live: containerd 1.6 answers StopContainer of a created
+        container OK and still starts it later, so it is tracked as it was until it
+        is removed or seen exited."""
         container_id = decode(cri_pb2.StopContainerRequest, request).container_id
         reply = forward(request)
         tracked, ran = self._keeper.read(
@@ -91,7 +92,7 @@ class Containers:
                 container_id,
             )
             return reply
-        self._keeper.change(lambda b: b.release([container_id]))
+        self._keeper.change(lambda b: b.exited([container_id]))
         return reply
 
     def _could_still_start(self, container_id: str) -> bool:
@@ -106,7 +107,8 @@ class Containers:
         container_id = decode(cri_pb2.RemoveContainerRequest, request).container_id
         reply = forward(request)
         crash_point("remove-after-runtime")
-        self._keeper.change(lambda b: b.release([container_id]))
+        # The place stays for a re-create until the sandbox stops (policy.exited).
+        self._keeper.change(lambda b: b.removed([container_id]))
         return reply
 
     def update_container_resources(self, request: bytes, forward: Forward) -> bytes:

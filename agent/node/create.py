@@ -98,6 +98,8 @@ class Creates:
             decision = self._decider.decide(info, lambda: books.policy.place(creq))
             books.pods.setdefault(sandbox_id, pod)
             books.apply(decision.updates)
+            if decision.replaced:  # a re-create took the exited container's place
+                books.release([decision.replaced])
             return decision, False
 
         # The others' new cpusets are sent once the container exists (below).

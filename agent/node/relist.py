@@ -58,10 +58,12 @@ class Relists:
     def _release_exited(self, container_ids: list[str]) -> None:
         if not container_ids:
             return
-        exited = self._keeper.read(lambda b: [cid for cid in container_ids if cid in b.sent])
+        exited = self._keeper.read(
+            lambda b: [cid for cid in container_ids if cid in b.sent and not b.policy.held(cid)]
+        )
         if exited:
-            log.info("containers exited, giving back their CPUs: %s", ", ".join(exited))
-            self._keeper.change(lambda b: b.release(exited))
+            log.info("containers exited, their places kept for a re-create: %s", ", ".join(exited))
+            self._keeper.change(lambda b: b.exited(exited))
 
     def _take_in(self, strangers: list[cri_pb2.Container], *, complete: bool) -> None:
         """Live containers the agent does not track: one a create that gave no answer

@@ -77,7 +77,8 @@ def list_runtime(runtime: RuntimeAccess) -> Listing:
                 log.warning("cannot read the cgroup parent of pod sandbox %s: %s", sandbox.id, err)
     containers = []
     for ctr in _all_containers(runtime, sandboxes):
-        if ctr.state not in LIVE_STATES:
+        # Exited ones too: their places are kept for a re-create (policy.exited).
+        if ctr.state not in LIVE_STATES and ctr.state != cri_pb2.CONTAINER_EXITED:
             continue
         try:
             containers.append((ctr, runtime.container_status(ctr.id)))
@@ -121,7 +122,7 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
         entry = saved.containers.get(ctr.id)
         if entry is not None:
             known.append((entry, status))
-        else:
+        elif ctr.state != cri_pb2.CONTAINER_EXITED:
             unknown.append((ctr, status))
     # Exclusive containers first, so their CPUs go back to them before anyone is re-placed.
     known.sort(key=lambda e: not e[0].placement.exclusive)
@@ -132,6 +133,13 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
         if sandbox_id not in books.pods and sandbox_id in saved.pods:
             books.pods[sandbox_id] = saved.pods[sandbox_id]
         decision = books.policy.restore(request, entry.placement)
+        if status.state == cri_pb2.CONTAINER_EXITED:
+            # Exited, its place kept for a re-create (policy.exited): back the same.
+            if decision is not None:
+                books.created(entry.info.id, entry.sent)
+                books.apply(decision.updates)
+                books.exited([entry.info.id])
+            continue
         books.created(entry.info.id, entry.sent)
         applied(books, entry.info.id, status)
         if decision is None:

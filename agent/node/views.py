@@ -40,8 +40,8 @@ def placements_of(books: Books) -> list[Placement]:
     items = []
     for cid in books.sent:
         record = books.record(cid)
-        if record is None:
-            continue
+        if record is None or books.policy.held(cid):
+            continue  # exited: its place is kept, but nothing runs there
         info = record.request.container
         items.append(
             Placement(
@@ -64,6 +64,6 @@ def wanted_of(books: Books) -> list[Wanted]:
     out = []
     for cid in books.sent:
         record = books.record(cid)
-        if record is not None:
+        if record is not None and not books.policy.held(cid):
             out.append(Wanted(cid, record.request.container.who, record.cpus, record.mems))
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from agent.policy.config import PolicyConfig
 from agent.policy.domains import Domains, Topology
@@ -33,6 +34,9 @@ from agent.rules import (
     PodTerm,
     SpreadConstraint,
     TermKind,
+    core_problems,
+    reach_problems,
+    selectable_labels,
 )
 
 REQUIRED_NODE_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -44,6 +48,9 @@ LEVEL_WORDS = {
     Level.SOCKET: "socket",
     Level.HOST: "machine",
 }
+
+# The rule a pod's later containers, re-created containers and resizes keep.
+POD_PLACE_RULE = "the pod's place"
 
 # A placed pod's *required* affinity to the newcomer counts as a preference of this
 # weight (Kubernetes' hardPodAffinityWeight, whose default is 1).
@@ -80,15 +87,19 @@ class Preferred:
     anti: bool = False
     owner: str = ""  # a placed pod's key when it is that pod's term (symmetry)
     term: PodTerm | None = None  # ... and the term, for `rule` built only when shown
+    others: int = 0  # placed pods besides `owner` whose like terms are summed in here
 
     @property
     def text(self) -> str:
         if self.term is None:
             return self.rule
         term = self.term
-        return (
-            f"pod {self.owner}'s {ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {term.level})"
+        owner = (
+            f"pod {self.owner}'s"
+            if not self.others
+            else (f"pods {self.owner} and {self.others} more with like terms:")
         )
+        return f"{owner} {ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {term.level})"
 
     def score(self, cpus: int, topology: Topology) -> int:
         if self.anti:
@@ -100,6 +111,17 @@ class Preferred:
         return self.weight
 
 
+class Note(NamedTuple):
+    """What a preference gave a place; its text is built only if an explanation shows it.
+    (A tuple: one is made per preference and candidate, so it must be cheap.)"""
+
+    got: int
+    pref: Preferred
+
+    def __str__(self) -> str:
+        return f"{self.got:+d} {self.pref.text}"
+
+
 @dataclass(frozen=True, slots=True)
 class Spread:
     """A ScheduleAnyway constraint: its counts per domain, ready for a skew."""
@@ -107,6 +129,11 @@ class Spread:
     constraint: SpreadConstraint
     counts: tuple[int, ...]  # matching pods per domain of the level
     mine: int  # CPUs of the domains where the pod itself is counted already
+    counts_self: bool  # the pod matches its own selector (the KEP's selfMatch)
+
+    def added(self, mask: int) -> int:
+        """What placing the pod in the domain `mask` adds to that domain's count."""
+        return 1 if self.counts_self and not mask & self.mine else 0
 
 
 class Evaluation:
@@ -120,7 +147,14 @@ class Evaluation:
         config: PolicyConfig,
         numa: Mapping[int, tuple[int, Mapping[str, str]]],
         reserved: int,
+        *,
+        exclusive: bool = True,
+        confine: int | None = None,
     ) -> None:
+        """`confine` is None for a pod's first container; for its later containers,
+        its re-created ones and resizes it is the CPUs of the domains the pod's
+        required rules chose then: the place must stay inside them, and required
+        rules are not checked again (docs/pod-rules.md, "The pod is the unit")."""
         self.topology = topology
         self.required: list[Required] = []
         self.preferred: list[Preferred] = []
@@ -129,12 +163,18 @@ class Evaluation:
         pod = container.pod
         self._uid = pod.uid
         self._namespace = pod.namespace
-        self._labels = pod.labels
+        self._labels = selectable_labels(pod.labels)
         self._occupancy = occupancy
         self._config = config
         online = topology[Level.HOST].masks[0]
         self._online = online
+        self._placed = confine is not None
         rules = request.rules
+        problems = reach_problems(rules, pod.namespace, config.exclusive_domain_namespaces)
+        if not exclusive:
+            problems += core_problems(rules)
+        if problems:
+            raise InvalidRequest("; ".join(problems))
         system = pod.namespace in config.system_namespaces
         node_allowed = self._node_affinity(rules.node_affinity, numa)
         for term in rules.pod_terms:
@@ -142,6 +182,16 @@ class Evaluation:
         self._symmetric(system)
         for constraint in rules.spread:
             self._spread(constraint, node_allowed & ~reserved if reserved else node_allowed)
+        if confine is not None and confine & online != online:
+            where = {level: topology[level].describe(confine) for level in (Level.NUMA,)}
+
+            def why(where: str = where[Level.NUMA]) -> str:
+                return (
+                    f"the pod's required rules chose its domains when its first container "
+                    f"was placed (within {where}), and they have no room for this"
+                )
+
+            self.required.append(Required(POD_PLACE_RULE, confine, None, why))
 
     @property
     def empty(self) -> bool:
@@ -166,20 +216,9 @@ class Evaluation:
         level = term.level
         domains = self.topology[level]
         rule = f"{ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {level})"
+        if term.required and self._placed:
+            return  # decided when the pod's first container was placed
         if term.kind is TermKind.ANTI_AFFINITY:
-            if (
-                term.required
-                and term.selects_every_pod
-                and level is not Level.CORE
-                and self._namespace not in self._config.exclusive_domain_namespaces
-            ):
-                raise InvalidRequest(
-                    f"{rule}: a required anti-affinity to every pod of every namespace "
-                    f"(labelSelector: {{}} with namespaceSelector: {{}}) at {level} would "
-                    "close whole parts of the machine to everyone; it is allowed only at "
-                    "numa-agent.io/core, or for namespaces listed in the agent's "
-                    "exclusive_domain_namespaces"
-                )
             if term.required and system:
                 return  # daemons are invisible to required anti-affinity, both ways
             # A pod never repels itself.
@@ -212,6 +251,7 @@ class Evaluation:
         selector, as replicas of one workload have) keep out of their pods' domains
         together, as one rule naming all of them."""
         keep_out: dict[tuple[str, Level, str], list[PlacedPod]] = {}
+        like: dict[tuple[bool, Level | None, int], list[Any]] = {}
         for placed, term in self._occupancy.terms_about(self._labels):
             if placed.uid == self._uid:
                 continue  # a pod's own terms are its own rules
@@ -220,21 +260,27 @@ class Evaluation:
             domains = self.topology[term.level]
             theirs = domains.expand(placed.occupied)
             if term.kind is TermKind.ANTI_AFFINITY and term.required:
+                if self._placed:
+                    continue  # decided when the pod's first container was placed
                 if system or placed.namespace in self._config.system_namespaces:
                     continue  # daemons: invisible both ways
                 selector = term.selector.describe() if term.selector is not None else ""
                 keep_out.setdefault((term.path, term.level, selector), []).append(placed)
                 continue
-            # The rule's text is built only if a note shows it (symmetry makes many).
-            if term.kind is TermKind.ANTI_AFFINITY:
-                self.preferred.append(
-                    Preferred("", term.weight, theirs, None, True, placed.key, term)
-                )
+            # Like terms of many pods over the same domains are summed into one
+            # preference: a decision costs the distinct places, not the pods.
+            anti = term.kind is TermKind.ANTI_AFFINITY
+            weight = HARD_AFFINITY_WEIGHT if term.required and not anti else term.weight
+            group = (anti, None if anti else term.level, theirs)
+            found = like.get(group)
+            if found is None:
+                like[group] = [weight, placed.key, term, 0]
             else:
-                weight = HARD_AFFINITY_WEIGHT if term.required else term.weight
-                self.preferred.append(
-                    Preferred("", weight, theirs, term.level, False, placed.key, term)
-                )
+                found[0] += weight
+                found[3] += 1
+        for (anti, level, theirs), (weight, owner, first, others) in like.items():
+            # The rule's text is built only if a note shows it (symmetry makes many).
+            self.preferred.append(Preferred("", weight, theirs, level, anti, owner, first, others))
         for (path, level, selector), pods in keep_out.items():
             domains = self.topology[level]
             theirs = 0
@@ -300,16 +346,19 @@ class Evaluation:
                 mine = domains.expand(placed.occupied)
         eligible = [i for i, m in enumerate(domains.masks) if m & eligible_cpus]
         rule = f"{ANNOTATION_SPREAD}: {constraint.describe()}"
+        counts_self = constraint.matches_pod(self._namespace, self._namespace, self._labels)
         if not constraint.required:
-            self.spread.append(Spread(constraint, tuple(counts), mine))
+            self.spread.append(Spread(constraint, tuple(counts), mine, counts_self))
             return
+        if self._placed:
+            return  # decided when the pod's first container was placed
         if constraint.min_domains is not None and len(eligible) < constraint.min_domains:
             low = 0
         else:
             low = min((counts[i] for i in eligible), default=0)
         allowed = 0
         for index, mask in enumerate(domains.masks):
-            after = counts[index] + (0 if mask & mine else 1)
+            after = counts[index] + (1 if counts_self and not mask & mine else 0)
             if after - low <= constraint.max_skew:
                 allowed |= mask
         shown = ", ".join(f"{domains.names[i]} {counts[i]}" for i in eligible)
@@ -336,18 +385,36 @@ class Evaluation:
         levels = [r.single for r in self.required if r.single is not None]
         return min(levels, key=list(Level).index) if levels else None
 
+    def finer_regions(self, region: int) -> list[int]:
+        """Parts of `region` the preferences single out (their domains cover some of
+        it but not all: core and l3 inside a NUMA pool): away from what the
+        anti-affinities avoid, and inside each affinity's domains (away too)."""
+        away = 0
+        toward: list[int] = []
+        for pref in self.preferred:
+            inside = pref.mask & region
+            if not inside or inside == region:
+                continue
+            if pref.anti:
+                away |= pref.mask
+            else:
+                toward.append(inside)
+        out = [region & ~away] if away and region & ~away else []
+        out.extend(part & ~away or part for part in toward)
+        return out
+
     def failing(self, cpus: int) -> list[Required]:
         return [r for r in self.required if r.fails(cpus, self.topology)]
 
-    def score(self, cpus: int) -> tuple[float, tuple[str, ...]]:
+    def score(self, cpus: int) -> tuple[float, tuple[Note, ...]]:
         """The weights this place earns, and a note per preference that holds."""
         total = 0
-        notes = []
+        notes: list[Note] = []
         for pref in self.preferred:
             got = pref.score(cpus, self.topology)
             if got:
                 total += got
-                notes.append(f"{got:+d} {pref.text}")
+                notes.append(Note(got, pref))
         return float(total), tuple(notes)
 
     def skews(self, places: Sequence[int]) -> list[tuple[int, tuple[str, ...]]]:
@@ -363,7 +430,7 @@ class Evaluation:
             for number, cpus in enumerate(places):
                 skew = max(
                     (
-                        spread.counts[i] + (0 if domains.masks[i] & spread.mine else 1) - low
+                        spread.counts[i] + spread.added(domains.masks[i]) - low
                         for i in domains.indices(cpus)
                     ),
                     default=0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from agent.rules import NO_RULES, LabelSelector, Operator, PodRules, PodTerm
+from agent.rules import NO_RULES, LabelSelector, Operator, PodRules, PodTerm, selectable_labels
 from agent.workload import ContainerInfo
 
 LabelPair = tuple[str, str]
@@ -61,9 +61,10 @@ class Occupancy:
         pod = container.pod
         placed = self._pods.get(pod.uid)
         if placed is None:
-            placed = PlacedPod(pod.uid, pod.namespace, pod.name, pod.labels, NO_RULES)
+            labels = selectable_labels(pod.labels)
+            placed = PlacedPod(pod.uid, pod.namespace, pod.name, labels, NO_RULES)
             self._pods[pod.uid] = placed
-            for pair in pod.labels.items():
+            for pair in labels.items():
                 self._by_label.setdefault(pair, set()).add(pod.uid)
         if rules is not NO_RULES and placed.rules is NO_RULES:
             placed.rules = rules

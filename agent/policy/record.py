@@ -33,7 +33,7 @@ class PlacementRecord:
     cpus: CPUSet
     mems: CPUSet
     score: float
-    explanation: str
+    explanation: str  # the summary of the decision (the whole of it went with the Decision)
 
     @property
     def key(self) -> str:

@@ -24,6 +24,7 @@ NUMA nodes each rule selects.
 """
 
 from agent.rules.errors import RuleError
+from agent.rules.guard import core_problems, reach_problems
 from agent.rules.levels import LEVEL_KEYS, Level
 from agent.rules.limits import (
     MAX_ANNOTATION_BYTES,
@@ -38,7 +39,13 @@ from agent.rules.limits import (
 from agent.rules.nodes import NodeAffinity, NodeSelectorTerm, PreferredNodeTerm
 from agent.rules.parse import parse_pod_rules
 from agent.rules.rules import ANNOTATION_AFFINITY, ANNOTATION_SPREAD, NO_RULES, PodRules
-from agent.rules.selector import EVERYTHING, LabelSelector, Operator, Requirement
+from agent.rules.selector import (
+    EVERYTHING,
+    LabelSelector,
+    Operator,
+    Requirement,
+    selectable_labels,
+)
 from agent.rules.spread import SpreadConstraint, WhenUnsatisfiable
 from agent.rules.terms import OWN_NAMESPACE, NamespaceScope, PodTerm, TermKind
 
@@ -71,5 +78,8 @@ __all__ = [
     "SpreadConstraint",
     "TermKind",
     "WhenUnsatisfiable",
+    "core_problems",
     "parse_pod_rules",
+    "reach_problems",
+    "selectable_labels",
 ]

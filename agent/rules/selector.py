@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 INT64 = (-(2**63), 2**63 - 1)
+INT64_DIGITS = 19
+# kubelet's own labels on the sandbox (io.kubernetes.pod.name, .namespace, .uid):
+# Kubernetes' selectors never see them, so the agent's do not either.
+KUBELET_LABEL_PREFIX = "io.kubernetes."
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
@@ -34,8 +38,19 @@ def parse_integer(text: str) -> int | None:
     """`text` as Go's strconv.ParseInt(text, 10, 64) reads it, None if it does not."""
     if not _INTEGER.fullmatch(text):
         return None
+    # Bounded before int(): an int64 has at most 19 significant digits, and int()
+    # refuses (with ValueError) texts of more than 4300 digits.
+    if len(text.lstrip("+-").lstrip("0")) > INT64_DIGITS:
+        return None
     value = int(text)
     return value if INT64[0] <= value <= INT64[1] else None
+
+
+def selectable_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
+    """The pod's own labels, as a selector sees them: without kubelet's."""
+    if not any(key.startswith(KUBELET_LABEL_PREFIX) for key in labels):
+        return labels
+    return {k: v for k, v in labels.items() if not k.startswith(KUBELET_LABEL_PREFIX)}
 
 
 @dataclass(frozen=True, slots=True)

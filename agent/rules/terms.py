@@ -49,6 +49,10 @@ class NamespaceScope:
             return namespace in self.names
         return namespace == owner_namespace
 
+    def reaches_beyond(self, owner_namespace: str) -> bool:
+        """Whether it looks at pods of any namespace but `owner_namespace`."""
+        return self.all_namespaces or bool(self.names - {owner_namespace})
+
     def describe(self) -> str:
         if self.all_namespaces:
             return "all namespaces"

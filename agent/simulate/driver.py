@@ -19,6 +19,7 @@ from agent.kubelet import (
     POD_NAME_LABEL,
     POD_NAMESPACE_LABEL,
     kubelet_container_config,
+    kubelet_container_resources,
     kubelet_pod_config,
 )
 from agent.node.agent import NodeAgent, Placement
@@ -35,7 +36,9 @@ from agent.simulate.scenario import (
     CreatePod,
     ExitContainer,
     PodSpec,
+    RecreateContainer,
     RemovePod,
+    ResizeContainer,
     Restart,
     Scenario,
     load_scenario,
@@ -109,13 +112,17 @@ def simulate_file(path: str | Path) -> SimulationResult:
 
 
 def run_scenario(
-    scenario: Scenario, machine: Machine, runtime: MemoryRuntime | None = None
+    scenario: Scenario,
+    machine: Machine,
+    runtime: MemoryRuntime | None = None,
+    state_dir: Path | None = None,
 ) -> SimulationResult:
     """Run every event of `scenario` on `machine`, in order, synchronously.
 
     `runtime` (a fresh one by default) lets tests look at the calls it served.
     A scenario with restart events runs the agent with a state file in a
-    temporary directory, as the daemon does, so that a restart has one to read.
+    temporary directory, as the daemon does, so that a restart has one to read;
+    `state_dir` runs it with its state file there (benchmarks weigh it).
     """
     runtime = runtime if runtime is not None else MemoryRuntime()
     decisions: list[Explained] = []
@@ -127,12 +134,14 @@ def run_scenario(
 
     with contextlib.ExitStack() as stack:
         store = None
-        if any(isinstance(event, Restart) for event in scenario.events):
-            state_dir = stack.enter_context(
+        if state_dir is not None:  # the caller looks at the state file afterwards
+            store = StateStore(state_dir, machine_fingerprint(machine))
+        elif any(isinstance(event, Restart) for event in scenario.events):
+            temporary = stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="na-sim-", dir=FAST_TMP)
             )
             store = StateStore(
-                state_dir,
+                temporary,
                 machine_fingerprint(machine),
                 also_accept=(legacy_fingerprint(machine),),
             )
@@ -193,6 +202,9 @@ class _Kubelet:
         self.refusals: list[Refusal] = []
         self.sandboxes: dict[str, str] = {}  # pod key -> sandbox id
         self.containers: dict[str, dict[str, str]] = {}  # pod key -> name -> container id
+        self.configs: dict[str, cri_pb2.PodSandboxConfig] = {}  # pod key -> its sandbox config
+        self.specs: dict[tuple[str, str], ContainerSpec] = {}  # resources now (resizes)
+        self.attempts: dict[tuple[str, str], int] = {}  # (pod key, name) -> attempt
 
     def call(self, rpc: str, request: Message, reply: type[Reply], where: str) -> Reply:
         """One CRI call through the agent's handler for `rpc` (or straight to the
@@ -212,13 +224,20 @@ class _Kubelet:
         return handler(data, in_process_forward(self.runtime, method))
 
     def play(
-        self, scenario: Scenario, event: CreatePod | RemovePod | ExitContainer, where: str
+        self,
+        scenario: Scenario,
+        event: CreatePod | RemovePod | ExitContainer | RecreateContainer | ResizeContainer,
+        where: str,
     ) -> None:
         pod = scenario.pod(event.pod)
         if isinstance(event, CreatePod):
             self.create_pod(pod, f"{where} (create {pod.key})")
         elif isinstance(event, RemovePod):
             self.remove_pod(pod, f"{where} (remove {pod.key})")
+        elif isinstance(event, RecreateContainer):
+            self.recreate(pod, event.container, f"{where} (recreate {pod.key}/{event.container})")
+        elif isinstance(event, ResizeContainer):
+            self.resize(pod, event, f"{where} (resize {pod.key}/{event.container})")
         else:
             assert isinstance(event, ExitContainer)
             self.exit_container(pod, event.container, f"{where} (exit {pod.key}/{event.container})")
@@ -235,6 +254,7 @@ class _Kubelet:
         ).pod_sandbox_id
         self.sandboxes[pod.key] = sandbox
         self.containers[pod.key] = {}
+        self.configs[pod.key] = config
         # kubelet runs init containers one at a time, each to completion, then
         # notices the exit on its next relist before creating the app containers.
         for spec in pod.init_containers:
@@ -254,8 +274,15 @@ class _Kubelet:
         where: str,
     ) -> str:
         """Create and start one container; "" if the agent refused it (recorded)."""
+        spec = self.specs.setdefault((pod.key, spec.name), spec)
+        attempt = self.attempts.get((pod.key, spec.name), 0)
         config = kubelet_container_config(
-            pod_config, spec.name, spec.cpu_milli, spec.cpu_limit_milli, spec.memory_limit_bytes
+            pod_config,
+            spec.name,
+            spec.cpu_milli,
+            spec.cpu_limit_milli,
+            spec.memory_limit_bytes,
+            attempt=attempt,
         )
         request = cri_pb2.CreateContainerRequest(
             pod_sandbox_id=sandbox, config=config, sandbox_config=pod_config
@@ -287,6 +314,35 @@ class _Kubelet:
             where,
         )
 
+    def recreate(self, pod: PodSpec, name: str, where: str) -> None:
+        """kubelet's restart of an exited container: a new one, same name, attempt + 1."""
+        key = (pod.key, name)
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        spec = self.specs.get(key) or next(c for c in pod.containers if c.name == name)
+        self.create_container(pod, self.sandboxes[pod.key], self.configs[pod.key], spec, where)
+
+    def resize(self, pod: PodSpec, event: ResizeContainer, where: str) -> None:
+        """kubelet's in-place resize: UpdateContainerResources with its fields."""
+        container_id = self.containers[pod.key].get(event.container)
+        if container_id is None:
+            return  # it was refused: nothing runs to resize
+        key = (pod.key, event.container)
+        spec = event.apply(self.specs[key])
+        linux = kubelet_container_resources(
+            spec.cpu_milli, spec.cpu_limit_milli, spec.memory_limit_bytes
+        )
+        request = cri_pb2.UpdateContainerResourcesRequest(container_id=container_id, linux=linux)
+        try:
+            self.send("UpdateContainerResources", request)
+        except HookAbort as abort:
+            self.refusals.append(
+                Refusal(pod.namespace, pod.name, spec.name, abort.code.name, abort.details)
+            )
+            return
+        except BackendError as exc:
+            raise SimulationError(f"{where}: UpdateContainerResources failed: {exc}") from exc
+        self.specs[key] = spec
+
     def exit_container(self, pod: PodSpec, name: str, where: str) -> None:
         container_id = self.containers[pod.key].get(name)
         if container_id is None:
@@ -297,6 +353,9 @@ class _Kubelet:
     def remove_pod(self, pod: PodSpec, where: str) -> None:
         """kubelet's pod teardown: stop and remove each container, then the sandbox."""
         ids = list(self.containers.pop(pod.key).values())
+        for key in [k for k in self.specs if k[0] == pod.key]:
+            del self.specs[key]
+            self.attempts.pop(key, None)
         for container_id in ids:
             self.call(
                 "StopContainer",

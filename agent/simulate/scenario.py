@@ -27,7 +27,8 @@ DEFAULT_NAMESPACE = "default"
 TOP_KEYS = ("description", "topology", "config", "pods", "events")
 POD_KEYS = ("name", "namespace", "uid", "labels", "annotations", "containers", "init_containers")
 CONTAINER_KEYS = ("name", "cpu", "cpu_limit", "memory", "memory_limit")
-EVENT_KEYS = ("create", "remove", "exit", "restart")
+EVENT_KEYS = ("create", "remove", "exit", "recreate", "resize", "restart")
+RESIZE_KEYS = ("container", "cpu", "cpu_limit", "memory", "memory_limit")
 # What happens to the state file when the agent restarts (see docs/simulate.md).
 RESTART_KINDS = ("keep", "lost", "corrupt")
 
@@ -130,6 +131,35 @@ class ExitContainer:
 
 
 @dataclass(frozen=True, slots=True)
+class RecreateContainer:
+    """kubelet re-creates an exited app container of a running pod (attempt + 1)."""
+
+    pod: str
+    container: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResizeContainer:
+    """UpdateContainerResources with kubelet's fields; None keeps the value (0: no limit)."""
+
+    pod: str
+    container: str
+    cpu_milli: int | None = None
+    cpu_limit_milli: int | None = None
+    memory_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+
+    def apply(self, spec: ContainerSpec) -> ContainerSpec:
+        return ContainerSpec(
+            spec.name,
+            spec.cpu_milli if self.cpu_milli is None else self.cpu_milli,
+            spec.cpu_limit_milli if self.cpu_limit_milli is None else self.cpu_limit_milli,
+            spec.memory_bytes if self.memory_bytes is None else self.memory_bytes,
+            spec.memory_limit_bytes if self.memory_limit_bytes is None else self.memory_limit_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Restart:
     """The agent stops and a new one starts on the same state directory and runtime;
     `state` says what became of the state file in between (RESTART_KINDS)."""
@@ -137,7 +167,7 @@ class Restart:
     state: str
 
 
-Event = CreatePod | RemovePod | ExitContainer | Restart
+Event = CreatePod | RemovePod | ExitContainer | RecreateContainer | ResizeContainer | Restart
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,8 +435,21 @@ def _events(data: object, pods: tuple[PodSpec, ...]) -> tuple[Event, ...]:
                 )
             events.append(Restart(ref))
             continue
+        if kind == "resize":
+            events.append(_resize(ref, by_key, running, exited, f"{where}: resize"))
+            continue
         if not isinstance(ref, str):
             raise ScenarioError(f"{where}: {kind}: expected a name, got {ref!r}")
+        if kind == "recreate":
+            pod, container = _app_container(ref, by_key, running, f"{where}: recreate")
+            if (pod.key, container) not in exited:
+                raise ScenarioError(
+                    f"{where}: recreate: {pod.key}/{container} has not exited (kubelet "
+                    "re-creates only an exited container)"
+                )
+            exited.discard((pod.key, container))
+            events.append(RecreateContainer(pod.key, container))
+            continue
         if kind == "exit":
             pod_ref, sep, container = ref.rpartition("/")
             if not sep:
@@ -439,6 +482,67 @@ def _events(data: object, pods: tuple[PodSpec, ...]) -> tuple[Event, ...]:
                 event = RemovePod(pod.key)
         events.append(event)
     return tuple(events)
+
+
+def _app_container(
+    ref: str, by_key: Mapping[str, PodSpec], running: set[str], where: str
+) -> tuple[PodSpec, str]:
+    """POD/CONTAINER: an app container of a running pod."""
+    pod_ref, sep, container = ref.rpartition("/")
+    if not sep:
+        raise ScenarioError(f"{where}: expected POD/CONTAINER, got {ref!r}")
+    pod = _resolve(pod_ref, by_key, where)
+    if container not in {c.name for c in pod.containers}:
+        known = ", ".join(c.name for c in pod.containers)
+        raise ScenarioError(
+            f"{where}: pod {pod.key} has no app container {container!r} (app containers: {known})"
+        )
+    if pod.key not in running:
+        raise ScenarioError(f"{where}: pod {pod.key} is not running at that point")
+    return pod, container
+
+
+def _resize(
+    data: object,
+    by_key: Mapping[str, PodSpec],
+    running: set[str],
+    exited: set[tuple[str, str]],
+    where: str,
+) -> ResizeContainer:
+    raw = _mapping(data, where, RESIZE_KEYS)
+    ref = raw.get("container")
+    if not isinstance(ref, str):
+        raise ScenarioError(f"{where}: container: expected POD/CONTAINER, got {ref!r}")
+    pod, container = _app_container(ref, by_key, running, where)
+    if (pod.key, container) in exited:
+        raise ScenarioError(f"{where}: {pod.key}/{container} has exited: nothing to resize")
+    numbers: dict[str, int | None] = {}
+    for key, parse in (
+        ("cpu", parse_cpu),
+        ("cpu_limit", parse_cpu),
+        ("memory", parse_memory),
+        ("memory_limit", parse_memory),
+    ):
+        if key not in raw:
+            numbers[key] = None
+        elif raw[key] is None:
+            if not key.endswith("_limit"):
+                raise ScenarioError(f"{where}: {key}: a request cannot be null")
+            numbers[key] = 0
+        else:
+            numbers[key] = parse(raw[key], f"{where}: {key}")
+    if len(raw) == 1:
+        raise ScenarioError(
+            f"{where}: nothing to change (give cpu, cpu_limit, memory or memory_limit)"
+        )
+    return ResizeContainer(
+        pod.key,
+        container,
+        numbers["cpu"],
+        numbers["cpu_limit"],
+        numbers["memory"],
+        numbers["memory_limit"],
+    )
 
 
 def _resolve(ref: str, by_key: Mapping[str, PodSpec], where: str) -> PodSpec:

@@ -56,6 +56,14 @@ def test_every_example_parses(block: str) -> None:
         "score(place) =",
         "skew = max over D",
         "minDomains",
+        "The pod is the unit of the pod rules",
+        "A pod occupies its domains from its first placed container until its\n"
+        "  sandbox is stopped",
+        "A re-created container gets its place back",
+        "A resize never re-checks pod rules",
+        "Explanations are bounded and cheap",
+        "no tenant can close the node",
+        "selfMatch",
     ],
 )
 def test_the_semantics_are_documented(words: str) -> None:

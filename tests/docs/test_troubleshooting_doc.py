@@ -105,6 +105,13 @@ def refusals(machine: Machine) -> list[str]:
                       requiredDuringSchedulingIgnoredDuringExecution:
                       - {labelSelector: {}, namespaceSelector: {}, topologyKey: numa-agent.io/numa}
                 containers: [{name: main, cpu: 100m}]
+              - name: shared-core
+                annotations:
+                  numa-agent.io/affinity: |
+                    podAntiAffinity:
+                      requiredDuringSchedulingIgnoredDuringExecution:
+                      - {labelSelector: {}, topologyKey: numa-agent.io/core}
+                containers: [{name: main, cpu: 100m}]
               - name: apart-0
                 labels: {app: db}
                 annotations: &apart

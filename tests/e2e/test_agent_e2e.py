@@ -20,6 +20,7 @@ from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd
 from devtools.criclient import CRIClient, CRIError
+from proto import cri_pb2
 from tests.e2e.conftest import Pods
 from topology.cpuset import CPUSet
 
@@ -184,3 +185,54 @@ def test_a_required_anti_affinity_refusal_reaches_kubelet(
     assert "every machine already runs a pod matching app=db" in refused.value.details
     direct = containerd.client().list_containers()
     assert not [c for c in direct if c.pod_sandbox_id == pods[1][0]]
+
+
+def test_a_crashed_replica_comes_back_to_its_cpus(
+    containerd: PrivateContainerd, agent: Daemon, through_agent: Pods
+) -> None:
+    """Issue 21 on real containerd: db-0's container is stopped (as after a failed
+    liveness probe); the pending db-1 is refused (db-0 still occupies the machine);
+    kubelet's re-create of db-0's container (attempt 1) gets its very CPU back."""
+    apart = {
+        "numa-agent.io/affinity": (
+            "podAntiAffinity:\n  requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "  - labelSelector: {matchLabels: {app: db}}\n    topologyKey: kubernetes.io/hostname\n"
+        )
+    }
+    pod = through_agent.pod_config("db-0", qos=QoSClass.GUARANTEED, annotations=apart)
+    pod.labels["app"] = "db"
+    sandbox = through_agent.run(pod)
+
+    def config(attempt: int) -> cri_pb2.ContainerConfig:
+        return kubelet_container_config(
+            pod,
+            "app",
+            1000,
+            1000,
+            64 << 20,
+            image=containerd.image,
+            command=["/bin/sleep", "3600"],
+            attempt=attempt,
+        )
+
+    first = through_agent.start_container(sandbox, pod, config(0))
+    settled(agent)
+    before = kernel_cpus(containerd, first)
+    assert len(before) == 1
+    through_agent.client.stop_container(first)
+    # (Burstable: on a 2-CPU machine a second exclusive CPU would fail for capacity.)
+    other = through_agent.pod_config("db-1", qos=QoSClass.BURSTABLE, annotations=apart)
+    other.labels["app"] = "db"
+    other_sandbox = through_agent.run(other)
+    with pytest.raises(CRIError) as refused:
+        through_agent.client.create_container(
+            other_sandbox,
+            kubelet_container_config(
+                other, "app", 100, 0, 0, image=containerd.image, command=["/bin/sleep"]
+            ),
+            other,
+        )
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    again = through_agent.start_container(sandbox, pod, config(1))
+    settled(agent)
+    assert kernel_cpus(containerd, again) == before

@@ -189,9 +189,12 @@ class Node:
         start: bool = True,
         memory: int = 0,
         cpuset_cpus: str = "",
+        attempt: int = 0,
     ) -> str:
         pod = self.pods[sandbox_id]
-        config = kubelet_container_config(pod, name, milli, limit, memory, cpuset_cpus=cpuset_cpus)
+        config = kubelet_container_config(
+            pod, name, milli, limit, memory, cpuset_cpus=cpuset_cpus, attempt=attempt
+        )
         cid = self.kubelet.create_container(sandbox_id, config, pod)
         if start:
             self.kubelet.start_container(cid)

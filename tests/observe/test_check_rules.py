@@ -275,3 +275,20 @@ def test_workload_templates_are_warned_about_with_their_path(
 )
 def test_node_local_keys(spec: dict[str, object], found: tuple[tuple[str, str], ...]) -> None:
     assert node_local_keys(spec, "s") == found
+
+
+REACHING = (
+    "podAntiAffinity: {" + REQ + ": [{labelSelector: {matchExpressions: [{key: app, "
+    "operator: NotIn, values: [zz]}]}, namespaceSelector: {}, topologyKey: numa-agent.io/socket}]}"
+)
+
+
+def test_a_term_that_could_close_the_node_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No tenant can close the node: check says what CreateContainer would refuse."""
+    code, out = run(write(tmp_path, {ANNOTATION_AFFINITY: "{" + REACHING + "}"}), capsys)
+    assert code == 1
+    assert "error: cannot place container 'main' of pod shop/app: numa-agent.io/affinity: " in out
+    assert "exclusive_domain_namespaces" in out
+    assert "ok:" not in out

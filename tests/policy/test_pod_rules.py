@@ -222,7 +222,9 @@ def test_removed_containers_occupy_nothing(machines: Machines) -> None:
 def test_reserved_containers_occupy_the_reserved_cpus(machines: Machines) -> None:
     """(kube-system is no daemon here: daemons are invisible to anti-affinity.)"""
     m = machines("xeon-2s-2numa")
-    pol = policy(m, reserved_cpus="0", system_namespaces=[])
+    pol = policy(
+        m, reserved_cpus="0", system_namespaces=[], exclusive_domain_namespaces=["default"]
+    )
     pol.place(request("proxy", 100, qos=B, namespace="kube-system", labels={"app": "proxy"}))
     rules = affinity(
         anti_required=[term({"matchLabels": {"app": "proxy"}}, Level.SOCKET, all_namespaces=True)]
@@ -297,7 +299,7 @@ def test_namespaces_decide_which_pods_a_term_sees(
     machines: Machines, scope: dict[str, Any], namespace: str, repelled: bool
 ) -> None:
     m = machines("xeon-2s-2numa")
-    pol = policy(m)
+    pol = policy(m, exclusive_domain_namespaces=["default"])  # may reach other namespaces
     pol.place_in(request("db", 4000, labels={"app": "db"}, namespace=namespace), "socket0")
     rules = affinity(anti_required=[term(DB, Level.SOCKET, **scope)])
     placed = []
@@ -476,7 +478,12 @@ def test_daemons_are_invisible_to_required_anti_affinity_both_ways(machines: Mac
     everyone = {"matchLabels": {"team": "x"}}
     loner = affinity(anti_required=[term(everyone, Level.SOCKET, all_namespaces=True)])
     for system, held in (([], True), (["kube-system"], False)):
-        pol = policy(m, reserved_namespaces=[], system_namespaces=system)
+        pol = policy(
+            m,
+            reserved_namespaces=[],
+            system_namespaces=system,
+            exclusive_domain_namespaces=["default", "kube-system"],
+        )
         pol.place_in(request("loner", 2000, labels={"team": "x"}, rules=loner), "numa0")
         # Into the loner's socket: kept out unless it is a daemon.
         near = request("agent-0", 1000, namespace="kube-system", labels={"team": "x"})
@@ -495,21 +502,39 @@ def test_daemons_are_invisible_to_required_anti_affinity_both_ways(machines: Mac
             assert pol.place_in(web, "numa3").exclusive
 
 
+NOBODY_HAS = {"matchExpressions": [{"key": "zz", "operator": "DoesNotExist"}]}
+NOT_ZZ = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["zz"]}]}
+
+
 @pytest.mark.parametrize(
-    ("level", "namespace", "listed", "refused"),
+    ("selector", "level", "scope", "namespace", "listed", "refused"),
     [
-        (Level.SOCKET, "default", [], True),
-        (Level.NUMA, "default", [], True),
-        (Level.CORE, "default", [], False),
-        (Level.SOCKET, "hpc", ["hpc"], False),
+        ({}, Level.SOCKET, {"all_namespaces": True}, "default", [], True),
+        ({}, Level.NUMA, {"all_namespaces": True}, "default", [], True),
+        ({}, Level.CORE, {"all_namespaces": True}, "default", [], True),
+        (NOBODY_HAS, Level.HOST, {"all_namespaces": True}, "default", [], True),
+        (NOT_ZZ, Level.SOCKET, {"all_namespaces": True}, "default", [], True),
+        (NOT_ZZ, Level.SOCKET, {"namespaces": ["other"]}, "default", [], True),
+        ({}, Level.SOCKET, {"all_namespaces": True}, "hpc", ["hpc"], False),
+        # Within its own namespace a pod may block its own namespace, as in Kubernetes.
+        (NOT_ZZ, Level.SOCKET, {"namespaces": ["default"]}, "default", [], False),
+        ({}, Level.CORE, {}, "default", [], False),
     ],
 )
-def test_an_anti_affinity_to_everyone_is_refused_above_core(
-    machines: Machines, level: Level, namespace: str, listed: list[str], refused: bool
+def test_an_anti_affinity_reaching_other_namespaces_is_refused_in_every_form(
+    machines: Machines,
+    selector: dict[str, Any],
+    level: Level,
+    scope: dict[str, Any],
+    namespace: str,
+    listed: list[str],
+    refused: bool,
 ) -> None:
+    """No tenant can close the node: whatever the selector, a required anti-affinity
+    whose namespaces reach beyond the pod's own is refused unless listed."""
     m = machines("xeon-2s-2numa")
     pol = policy(m, exclusive_domain_namespaces=listed)
-    rules = affinity(anti_required=[term({}, level, all_namespaces=True)])
+    rules = affinity(anti_required=[term(selector, level, **scope)])
     req = request("alone", 2000, namespace=namespace, rules=rules)
     if refused:
         with pytest.raises(InvalidRequest) as err:
@@ -520,11 +545,24 @@ def test_an_anti_affinity_to_everyone_is_refused_above_core(
         assert pol.place(req).exclusive
 
 
+def test_a_required_anti_affinity_at_core_is_only_for_exclusive_containers(
+    machines: Machines,
+) -> None:
+    """A shared container occupies its whole pool: at core it would close a NUMA node."""
+    m = machines("xeon-2s-2numa")
+    pol = policy(m)
+    rules = affinity(anti_required=[term({}, Level.CORE)])
+    with pytest.raises(InvalidRequest) as err:
+        pol.place(request("shared", 500, qos=B, rules=rules))
+    assert "numa-agent.io/core is only for containers with exclusive CPUs" in str(err.value)
+    assert pol.place(request("pinned", 2000, rules=rules)).exclusive
+
+
 def test_dont_colocate_with_anything_except_my_service(machines: Machines) -> None:
     """The design's example via NotIn: web replicas share sockets with each other but
     with nothing else."""
     m = machines("xeon-2s-2numa")
-    pol = policy(m)
+    pol = policy(m, exclusive_domain_namespaces=["default"])
     pol.place_in(request("batch", 2000, labels={"app": "batch"}), "socket0")
     others = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}
     rules = affinity(anti_required=[term(others, Level.SOCKET, all_namespaces=True)])

@@ -40,10 +40,12 @@ def test_runtime_restart_mid_placement(stack: Stack) -> None:
     db_cpus = live(runtime)[db]
     assert len(db_cpus) == 2 and live(runtime)[batch] == USABLE - db_cpus
 
-    # The runtime starts shutting down while it stops db: that call completes, and
-    # the update giving db's CPUs back to batch finds the runtime gone.
-    gate = runtime.hold_next("StopContainer")
-    stopping = threading.Thread(target=client.stop_container, args=(db,))
+    # db's container stops (its CPUs stay kept for a re-create until its sandbox
+    # stops). The runtime starts shutting down while it stops db's sandbox: that
+    # call completes, and the update giving db's CPUs back to batch finds it gone.
+    client.stop_container(db)
+    gate = runtime.hold_next("StopPodSandbox")
+    stopping = threading.Thread(target=client.stop_pod_sandbox, args=(db_sandbox,))
     stopping.start()
     assert gate.entered.wait(5)
     down = threading.Thread(target=stack.server.down, kwargs={"grace": 10})

@@ -39,9 +39,9 @@ def test_second_big_pod_is_refused_while_the_first_runs() -> None:
     "events",
     [
         [{"create": "a"}, {"remove": "a"}, {"create": "b"}],
-        [{"create": "a"}, {"exit": "a/main"}, {"create": "b"}],
+        [{"create": "a"}, {"exit": "a/main"}, {"remove": "a"}, {"create": "b"}],
     ],
-    ids=["remove", "exit"],
+    ids=["remove", "exit-then-remove"],
 )
 def test_released_cpus_are_reused(events: list[dict[str, str]]) -> None:
     result = run(events)
@@ -49,6 +49,12 @@ def test_released_cpus_are_reused(events: list[dict[str, str]]) -> None:
     assert [c.pod for c in result.containers] == ["b"]  # a is gone or exited
     (b,) = result.containers
     assert b.exclusive and len(CPUSet.parse(b.cpuset_cpus)) == 6
+
+
+def test_an_exited_container_keeps_its_cpus_until_its_pod_is_removed() -> None:
+    """As kubelet's CPU manager: kept for the container's re-creation."""
+    result = run([{"create": "a"}, {"exit": "a/main"}, {"create": "b"}])
+    assert [(e.pod, e.code) for e in result.errors] == [("b", "RESOURCE_EXHAUSTED")]
 
 
 def test_a_pod_created_again_after_removal_runs_again() -> None:

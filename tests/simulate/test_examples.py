@@ -243,9 +243,11 @@ def check_first_of_its_kind(r: SimulationResult) -> None:
 
 def check_everyone_out(r: SimulationResult) -> None:
     m = r.machine
-    (refused,) = r.errors
-    assert (refused.pod, refused.code) == ("greedy", "INVALID_ARGUMENT")
-    assert "exclusive_domain_namespaces" in refused.message
+    assert [(e.pod, e.code) for e in r.errors] == [
+        ("greedy", "INVALID_ARGUMENT"),
+        ("sneaky", "INVALID_ARGUMENT"),
+    ]
+    assert all("exclusive_domain_namespaces" in e.message for e in r.errors)
     solver, web, own = get(r, "solver"), get(r, "web"), get(r, "own-core")
     assert sockets_of(m, cpus(web)).isdisjoint(sockets_of(m, cpus(solver)))
     own_cores = [c for c in cores_touched(m, cpus(own))]
@@ -267,6 +269,22 @@ def check_even_spread(r: SimulationResult) -> None:
         per_node[node] += 1
     assert per_node == [2, 2, 2]
     assert r.errors == ()
+
+
+def check_replica_comes_back(r: SimulationResult) -> None:
+    m = r.machine
+    assert [(e.pod, e.code) for e in r.errors] == [("db-2", "FAILED_PRECONDITION")]
+    before = simulate("replica-comes-back", events=2)
+    assert cpus(get(r, "db-0")) == cpus(get(before, "db-0"))  # its very CPUs back
+    assert sockets_of(m, cpus(get(r, "db-0"))).isdisjoint(sockets_of(m, cpus(get(r, "db-1"))))
+
+
+def check_resize_after_target_left(r: SimulationResult) -> None:
+    assert r.errors == ()
+    placed = simulate("resize-after-target-left", events=2)
+    cache = nodes_of(placed.machine, cpus(get(placed, "cache")))
+    assert nodes_of(r.machine, cpus(get(r, "web"))) == cache
+    assert [d.pool for d in r.decisions if d.pod == "web"] == ["numa0"] * 3
 
 
 def check_numa_node_labels(r: SimulationResult) -> None:
@@ -300,6 +318,8 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "everyone-out": check_everyone_out,
     "daemon-beside-a-loner": check_daemon_beside_a_loner,
     "even-spread": check_even_spread,
+    "replica-comes-back": check_replica_comes_back,
+    "resize-after-target-left": check_resize_after_target_left,
     "numa-node-labels": check_numa_node_labels,
 }
 

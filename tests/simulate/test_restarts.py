@@ -111,7 +111,7 @@ def test_restart_without_a_state_file_keeps_exclusive_cpus(
         ({"restart": ["keep"]}, "restart: expected one of keep, lost, corrupt"),
         (
             {"restart": "keep", "create": "db"},
-            "expected exactly one of create, remove, exit, restart",
+            "expected exactly one of create, remove, exit, recreate, resize, restart",
         ),
     ],
 )

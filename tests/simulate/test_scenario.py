@@ -13,7 +13,9 @@ from agent.simulate.scenario import (
     CompactTopology,
     CreatePod,
     ExitContainer,
+    RecreateContainer,
     RemovePod,
+    ResizeContainer,
     ScenarioError,
     ShapeTopology,
     SysfsTopology,
@@ -166,6 +168,29 @@ def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
             [{"create": "a"}, {"exit": "a/main"}, {"exit": "a/main"}],
             "already exited",
         ),
+        (("events",), [{"create": "a"}, {"recreate": "a/main"}], "has not exited"),
+        (("events",), [{"recreate": "a/main"}], "pod default/a is not running"),
+        (
+            ("events",),
+            [{"create": "a"}, {"exit": "a/main"}, {"recreate": "a/main"}, {"recreate": "a/main"}],
+            "has not exited",
+        ),
+        (("events",), [{"create": "a"}, {"resize": {"container": "a/main"}}], "nothing to change"),
+        (
+            ("events",),
+            [{"create": "a"}, {"resize": {"container": "a/main", "cpu": "x"}}],
+            r"resize: cpu",
+        ),
+        (
+            ("events",),
+            [{"create": "a"}, {"resize": {"container": "a/main", "size": 1}}],
+            "unknown key 'size'",
+        ),
+        (
+            ("events",),
+            [{"create": "a"}, {"exit": "a/main"}, {"resize": {"container": "a/main", "cpu": 1}}],
+            "has exited",
+        ),
     ],
 )
 def test_validation_errors_name_the_key(
@@ -186,6 +211,18 @@ def test_ambiguous_pod_name_needs_its_namespace() -> None:
         parse({**data, "events": [{"create": "a"}]})
     events = parse({**data, "events": [{"create": "other/a"}, {"exit": "other/a/main"}]}).events
     assert events == (CreatePod("other/a"), ExitContainer("other/a", "main"))
+
+
+def test_recreate_and_resize_events() -> None:
+    events = [
+        {"create": "a"},
+        {"exit": "a/main"},
+        {"recreate": "a/main"},
+        {"resize": {"container": "a/main", "cpu": "600m", "cpu_limit": None}},
+    ]
+    parsed = parse({**BASE, "events": events}).events
+    assert parsed[2] == RecreateContainer("default/a", "main")
+    assert parsed[3] == ResizeContainer("default/a", "main", 600, 0, None, None)
 
 
 def test_events_after_remove_may_create_again() -> None:

@@ -92,7 +92,8 @@ def test_the_journal_is_folded_into_the_file_when_it_grows(
         node.container(node.pod(f"churn-{n}", QoSClass.BURSTABLE), "main", 10)
         n += 1
         assert n < 2000, "the journal was never folded into the state file"
-    assert (tmp_path / JOURNAL_FILE).stat().st_size < MIN_JOURNAL_BYTES
+    journal = tmp_path / JOURNAL_FILE  # gone if the fold was the last write
+    assert not journal.exists() or journal.stat().st_size < MIN_JOURNAL_BYTES
     assert saved_payload(tmp_path) == {
         k: v for k, v in node.agent._books.payload().items() if k != "journal"
     }

@@ -193,7 +193,12 @@ def test_a_version_1_state_file_keeps_every_placement(
         assert placed["api"].pool == "socket0"
         assert placed["batch"].pool == "numa1"
         # ... so it widens back to all of socket 0 when db goes.
-        InProcessKubelet(agent, runtime).remove_container(ids["db"])
+        # (Its place is kept for a re-create until its sandbox stops.)
+        listed = runtime.list_containers(cri_pb2.ListContainersRequest()).containers
+        (db_sandbox,) = [c.pod_sandbox_id for c in listed if c.id == ids["db"]]
+        kubelet = InProcessKubelet(agent, runtime)
+        kubelet.remove_container(ids["db"])
+        kubelet.stop_pod_sandbox(db_sandbox)
         placed = {p.pod: p for p in agent.placements()}
         assert CPUSet.parse(placed["api"].cpuset_cpus) == machine.sockets[0].cpus
         # The file is version 2 from now on.

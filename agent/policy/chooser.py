@@ -1,0 +1,297 @@
+"""The chooser: a request and a read-only view of the ledger in, a ranking of places out.
+
+It changes nothing. For every pool it builds the candidate place (the pool for a
+shared container, the CPUs it would pick for an exclusive one), filters by
+capacity and by the required pod rules, scores what remains (cri-resource-manager
+affinities by closeness, colocation, preferred pod rules, all in weight points)
+and sorts by one comparator (`rank`'s docstring; docs/placement.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from agent.policy.accounting import PoolState
+from agent.policy.constraints import Evaluation, Required
+from agent.policy.cpus import pick_exclusive
+from agent.policy.explain import Candidate
+from agent.policy.ledger import Ledger
+from agent.policy.pools import Pool
+from agent.policy.request import ContainerRequest, CpuKind, Need
+
+# Scores are sums of products of floats; rounding keeps symmetric pools tied.
+SCORE_DIGITS = 9
+
+Ranking = tuple[list[Candidate], list[tuple[Pool, str]], list[tuple[Pool, list[Required]]]]
+
+
+class Chooser:
+    def __init__(
+        self,
+        ledger: Ledger,
+        close: tuple[tuple[float, ...], ...],
+        numa: Mapping[int, tuple[int, Mapping[str, str]]],
+    ) -> None:
+        self.ledger = ledger  # read only
+        self.machine = ledger.machine
+        self.config = ledger.config
+        self.tree = ledger.tree
+        self.close = close  # pool x pool closeness (closeness.py)
+        self.numa = numa  # NUMA node -> (its CPUs, its labels), for node affinity
+
+    def rank(self, request: ContainerRequest, need: Need, confine: int | None = None) -> Ranking:
+        """Every pool with capacity that the pod rules allow, best first; the pools
+        without capacity with the reason; the pools the rules rule out with the rules.
+
+        The rank tuple is the comparator, rule by rule:
+        1. higher score: the weighted pull and push of the container's affinities
+           (cri-resource-manager's annotations, by hardware closeness), plus the
+           weight of every preferred pod rule (numa-agent.io) the place satisfies;
+        2. lower spread skew (ScheduleAnyway constraints, summed);
+        3. deeper pool: threads and memory stay close when nothing says otherwise;
+        4. shared: less loaded after placement (spreads shared work);
+           exclusive: isolated CPUs when the container prefers them, then fewer newly
+           split cores, then fewer free CPUs left over (best fit keeps large holes
+           for large requests);
+        5. lower pool id: deterministic.
+        """
+        scores = self.scores(request)
+        rules = self.evaluation(request, need, confine)
+        shared = self.ledger.shared_mask()
+        ranked: list[Candidate] = []
+        rejected: list[tuple[Pool, str]] = []
+        ruled_out: list[tuple[Pool, list[Required]]] = []
+        exclusive = need.kind is CpuKind.EXCLUSIVE
+        for state in self.ledger.states:
+            if exclusive:
+                found = self.exclusive_candidate(state, need, scores, rules)
+            else:
+                found = self.shared_candidate(state, need, scores, shared, rules)
+            if isinstance(found, str):
+                rejected.append((state.pool, found))
+            elif isinstance(found, list):
+                ruled_out.append((state.pool, found))
+            else:
+                ranked.append(found)
+        if rules is not None and rules.spread and ranked:
+            skews = rules.skews([c.occupied for c in ranked])
+            ranked = [
+                replace(c, rank=(c.rank[0], skew, *c.rank[2:]), notes=c.notes + notes)
+                for c, (skew, notes) in zip(ranked, skews, strict=True)
+            ]
+        ranked.sort(key=lambda c: c.rank)
+        return ranked, rejected, ruled_out
+
+    def scores(self, request: ContainerRequest) -> list[float] | None:
+        """Affinity score of every pool, or None when all are zero (no affinities)."""
+        weights: dict[int, float] = {}
+        fn = request.affinity
+        symmetric = self.config.symmetric_affinity
+        container = request.container
+        if fn is not None or symmetric:
+            for key, record in self.ledger.records.items():
+                if record.pool is None or key == request.key:
+                    continue
+                weight = fn(record.request.container) if fn is not None else 0
+                if symmetric and record.request.affinity is not None:
+                    # A(D, C): the placed container's own rules toward the newcomer.
+                    weight += record.request.affinity(container)
+                if weight:
+                    index = record.pool.index
+                    weights[index] = weights.get(index, 0.0) + weight
+        pull = self.config.colocate_weight
+        if self.config.colocate_pods or self.config.colocate_namespaces:
+            for state in self.ledger.states:
+                count = 0
+                if self.config.colocate_pods:
+                    count += state.pods.get(container.pod.uid, 0)
+                if self.config.colocate_namespaces:
+                    count += state.namespaces.get(container.namespace, 0)
+                if count:
+                    index = state.pool.index
+                    weights[index] = weights.get(index, 0.0) + pull * count
+        nonzero = [(q, w) for q, w in weights.items() if w]
+        if not nonzero:
+            return None
+        return [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self.close]
+
+    def evaluation(
+        self, request: ContainerRequest, need: Need, confine: int | None
+    ) -> Evaluation | None:
+        """The pod rules for this container, or None when no rule can concern it."""
+        if request.rules.is_empty and not self.ledger.occupancy.any_terms and confine is None:
+            return None
+        rules = Evaluation(
+            request,
+            self.ledger.topology,
+            self.ledger.occupancy,
+            self.config,
+            self.numa,
+            self.ledger.reserved,
+            exclusive=need.kind is CpuKind.EXCLUSIVE,
+            confine=confine,
+        )
+        return None if rules.empty else rules
+
+    def shared_candidate(
+        self,
+        state: PoolState,
+        need: Need,
+        scores: list[float] | None,
+        shared: int,
+        rules: Evaluation | None,
+    ) -> Candidate | str | list[Required]:
+        pool = state.pool
+        reason = self.memory_short(state, need) or state.short_of_milli(need.milli_cpu, shared)
+        if reason is not None:
+            return reason
+        occupied = pool.cpus.mask
+        score = scores[pool.index] if scores is not None else 0.0
+        notes: tuple[object, ...] = ()
+        if rules is not None:
+            failing = rules.failing(occupied)
+            if failing:
+                return failing
+            extra, notes = rules.score(occupied)
+            score = round(score + extra, SCORE_DIGITS)
+        load = state.load(need.milli_cpu, shared)
+        rank = (-score, 0, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
+        return Candidate(pool, score, rank, f"load {load:.0%}", 0, pool.index, notes, occupied)
+
+    def exclusive_candidate(
+        self, state: PoolState, need: Need, scores: list[float] | None, rules: Evaluation | None
+    ) -> Candidate | str | list[Required]:
+        pool = state.pool
+        reason = self.exclusive_short(pool, need)
+        if reason is not None:
+            return reason
+        if rules is None:
+            found = self.pick(pool, need)
+            if isinstance(found, str):
+                return found
+        else:
+            within = self.pick_within_rules(pool, need, rules)
+            if isinstance(within, list):
+                # No pick the rules allow: for lack of room, or because of the rules?
+                plain = self.pick(pool, need)
+                return plain if isinstance(plain, str) else within
+            found = within
+        pick, isolated, split, left = found
+        # The container lives where its CPUs are: a socket pool's pick may sit in
+        # one node, and is scored (and its memory accounted) as that node.
+        home = self.home(pool.index, pick)
+        reason = self.memory_short(self.ledger.states[home], need)
+        if reason is not None:
+            return reason
+        score = scores[home] if scores is not None else 0.0
+        notes: tuple[object, ...] = ()
+        if rules is not None:
+            extra, notes = rules.score(pick)
+            score = round(score + extra, SCORE_DIGITS)
+        # Preferring isolated CPUs and not getting them here ranks after every
+        # pool where it would get them.
+        missed = int(need.isolated and not isolated)
+        rank = (-score, 0, -pool.depth, (missed, split, left), pool.index)
+        kind = "isolated, " if isolated else ""
+        where = "" if home == pool.index else f"in {self.ledger.pools[home].name}, "
+        detail = f"{where}{kind}splits {split} cores, leaves {left} free"
+        return Candidate(pool, score, rank, detail, pick, home, notes, pick)
+
+    def pick_within_rules(
+        self, pool: Pool, need: Need, rules: Evaluation
+    ) -> tuple[int, bool, int, int] | list[Required]:
+        """The pick of `_pick` restricted to the CPUs the required rules allow, and,
+        when one wants the place within one domain of a level, within one such
+        domain (each domain of the pool tried, the best kept); or the rules that
+        leave no pick."""
+        allowed = rules.allowed() & pool.cpus.mask
+        level = rules.finest_single()
+        regions = [allowed]
+        if level is not None:
+            domains = self.ledger.topology[level]
+            if domains.single(pool.cpus.mask) is None:
+                regions = [domains.masks[i] & allowed for i in domains.indices(allowed)]
+        # Preferences finer than the pool (core, l3) rank the CPUs picked inside it.
+        finer = [part for region in regions for part in rules.finer_regions(region)]
+        best: tuple[int, bool, int, int] | None = None
+        best_rank: tuple[float, int, int] | None = None
+        for region in regions + finer:
+            found = self.pick(pool, need, region)
+            if isinstance(found, str) or rules.failing(found[0]):
+                continue
+            score = rules.score(found[0])[0] if finer else 0.0
+            rank = (-score, found[2], found[3])
+            if best_rank is None or rank < best_rank:
+                best, best_rank = found, rank
+        if best is None:
+            return rules.failing(pool.cpus.mask) or list(rules.required)
+        return best
+
+    def home(self, pool: int, cpus: int) -> int:
+        """The deepest pool under `pool` holding all of `cpus`."""
+        while True:
+            for child in self.tree.children[pool]:
+                if not cpus & ~self.ledger.pools[child].cpus.mask:
+                    pool = child
+                    break
+            else:
+                return pool
+
+    def memory_short(self, state: PoolState, need: Need) -> str | None:
+        if not need.memory_bytes or not self.ledger.memory_known:
+            return None
+        return state.short_of_memory(need.memory_bytes)
+
+    def exclusive_free(self, need: Need) -> tuple[int, int]:
+        """(ordinary, isolated) CPUs free for an exclusive container, as masks."""
+        free = self.ledger.online & ~(self.ledger.taken | self.ledger.reserved)
+        isolated = free & self.ledger.isolated if need.isolated else 0
+        return free & ~self.ledger.isolated, isolated
+
+    def exclusive_short(self, pool: Pool, need: Need) -> str | None:
+        ordinary, isolated = self.exclusive_free(need)
+        mask = pool.cpus.mask
+        count = (mask & ordinary).bit_count()
+        if count >= need.exclusive_cpus or (mask & isolated).bit_count() >= need.exclusive_cpus:
+            return None
+        return f"{count} free exclusive CPUs"
+
+    def pick(self, pool: Pool, need: Need, within: int = -1) -> tuple[int, bool, int, int] | str:
+        """Exclusive CPUs in the pool (and `within`) and what taking them costs, or why
+        it is not allowed."""
+        ordinary, isolated = self.exclusive_free(need)
+        mask = pool.cpus.mask & within
+        # Isolated CPUs when the container wants them and the pool has enough;
+        # never a mix, which would put part of it under the scheduler and part not.
+        use_isolated = (mask & isolated).bit_count() >= need.exclusive_cpus
+        free = isolated if use_isolated else ordinary
+        pick = pick_exclusive(pool.layout, free & mask, need.exclusive_cpus, self.distance)
+        if pick is None:
+            return f"{(free & mask).bit_count()} free exclusive CPUs"
+        reason = self.starves_shared(pick.mask)
+        if reason is not None:
+            return reason
+        left = (mask & free).bit_count() - need.exclusive_cpus
+        return pick.mask, use_isolated, pick.split_cores, left
+
+    def starves_shared(self, taking: int) -> str | None:
+        """Why taking `taking` exclusively would leave shared containers without room."""
+        shared = self.ledger.online & ~(
+            self.ledger.taken | taking | self.ledger.reserved | self.ledger.isolated
+        )
+        if shared == 0:
+            return "would take the machine's last shared CPU (one always stays shared)"
+        for state in self.ledger.states:
+            if not state.pool.cpus.mask & taking:
+                continue
+            left = state.usable(shared)
+            if state.shared_milli > left * 1000 or (state.members and left == 0):
+                return (
+                    f"would leave {state.pool.name} {left} shared CPUs for "
+                    f"{state.shared_milli}m of shared containers"
+                )
+        return None
+
+    def distance(self, a: int, b: int) -> float:
+        return (self.machine.distance(a, b) + self.machine.distance(b, a)) / 2

@@ -1,0 +1,58 @@
+"""A pod's life in the ledger (docs/pod-rules.md, "A pod's life"): which exited
+container a re-create takes the place of, which exited containers were completed
+init containers, and the domains a placed pod's required rules chose."""
+
+from __future__ import annotations
+
+from agent.policy.ledger import Ledger
+from agent.policy.request import ContainerRequest
+from agent.rules import TermKind
+
+
+def held_for(ledger: Ledger, request: ContainerRequest) -> str | None:
+    """The exited container `request` re-creates (same pod, sandbox and name)."""
+    container = request.container
+    wanted = (container.name, container.pod.id, container.pod.uid)
+    for key in ledger.held:
+        other = ledger.records[key].request.container
+        if (other.name, other.pod.id, other.pod.uid) == wanted:
+            return key
+    return None
+
+
+def completed_inits(ledger: Ledger, request: ContainerRequest) -> list[str]:
+    """kubelet runs init containers one at a time, each to completion, before the
+    next container of the pod: exited containers of the sandbox with other names
+    are completed init containers, whose places go back now."""
+    container = request.container
+    return [
+        key
+        for key in ledger.held
+        if (c := ledger.records[key].request.container).pod.id == container.pod.id
+        and c.pod.uid == container.pod.uid
+        and c.name != container.name
+    ]
+
+
+def confine(ledger: Ledger, pod_uid: str) -> int | None:
+    """The CPUs of the domains a placed pod's required rules chose (None: the pod
+    has no placed container). At every level its required terms, its
+    DoNotSchedule spread and other pods' required anti-affinity toward it name,
+    the domains its containers occupy; the whole machine when none does."""
+    placed = ledger.occupancy.pod(pod_uid)
+    if placed is None:
+        return None
+    levels = {t.level for t in placed.rules.pod_terms if t.required}
+    levels.update(c.level for c in placed.rules.spread if c.required)
+    for other, term in ledger.occupancy.terms_about(placed.labels):
+        if (
+            other.uid != pod_uid
+            and term.required
+            and term.kind is TermKind.ANTI_AFFINITY
+            and term.namespaces.matches(other.namespace, placed.namespace)
+        ):
+            levels.add(term.level)
+    mask = ledger.online
+    for level in levels:
+        mask &= ledger.topology[level].expand(placed.occupied)
+    return mask
