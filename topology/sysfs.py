@@ -1,9 +1,13 @@
 """Read the machine's topology from a sysfs root into the immutable `Machine` tree.
 
-The root is a parameter (default /sys) so tests and `simulate` read fake trees
-written by `topology.fakesysfs`. Every inconsistency is a `SysfsError` naming
-the file and what was wrong with it. Network interfaces' NUMA locality is read
-here too, once, so nothing above the reader touches sysfs at placement time.
+Reading is two steps: `read_facts` gathers what the files say (the only I/O),
+`assemble` shapes those facts into the tree (pure). `topology.shapes` builds
+the same facts from a compact description, so a simulated machine and a real
+one go through the same assembly. The root is a parameter (default /sys) so
+tests read fake trees (written by `devtools.fakesysfs`) and captured ones.
+Every inconsistency is a `SysfsError` naming the file and what was wrong with
+it. Network interfaces' NUMA locality is read here too, once, so nothing above
+the reader touches sysfs at placement time.
 """
 
 from __future__ import annotations
@@ -85,7 +89,9 @@ def _memtotal(path: Path) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Thread:
+class ThreadFacts:
+    """What sysfs says about one online CPU."""
+
     cpu: int
     socket: int
     die: int
@@ -97,7 +103,7 @@ class _Thread:
     max_khz: int | None
 
 
-def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> _Thread:
+def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> ThreadFacts:
     base = cpu_dir / f"cpu{cpu}"
     topo = base / "topology"
     if not topo.is_dir():
@@ -111,7 +117,7 @@ def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> _Thread:
     siblings = _cpus(siblings_file) & online
     if cpu not in siblings:
         raise SysfsError(f"{siblings_file}: does not contain CPU {cpu} itself ({siblings})")
-    return _Thread(
+    return ThreadFacts(
         cpu=cpu,
         socket=socket,
         die=die,
@@ -137,19 +143,21 @@ def _read_l3(cache_dir: Path, online: CPUSet) -> CPUSet | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Node:
+class NodeFacts:
+    """What sysfs says about one online NUMA node."""
+
     id: int
     cpus: CPUSet
     memory_bytes: int
     distances: dict[int, int]
 
 
-def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
+def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[NodeFacts]:
     if not node_dir.is_dir():
         # CONFIG_NUMA=n: one node holding everything; memory from the matching procfs.
         meminfo = root.parent / "proc" / "meminfo"
         memory = _memtotal(meminfo) if meminfo.exists() else 0
-        return [_Node(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
+        return [NodeFacts(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
     dirs = sorted(
         int(m.group(1)) for p in node_dir.iterdir() if (m := _NODE_DIR.match(p.name)) is not None
     )
@@ -161,7 +169,7 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
     missing = sorted(set(ids) - set(dirs))
     if missing:
         raise SysfsError(f"{online_file}: nodes {missing} are online but have no directory")
-    nodes: list[_Node] = []
+    nodes: list[NodeFacts] = []
     owner: dict[int, int] = {}
     for node_id in ids:
         base = node_dir / f"node{node_id}"
@@ -189,7 +197,7 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
                 f"({', '.join(map(str, ids))})"
             )
         nodes.append(
-            _Node(
+            NodeFacts(
                 id=node_id,
                 cpus=cpus,
                 memory_bytes=_memtotal(base / "meminfo"),
@@ -239,7 +247,7 @@ def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
 # -- assembling the tree ---------------------------------------------------------------
 
 
-def _classify(cores: list[list[_Thread]]) -> dict[int, tuple[str | None, int | None]]:
+def _classify(cores: list[list[ThreadFacts]]) -> dict[int, tuple[str | None, int | None]]:
     """Per core (by lowest CPU): hybrid class and capacity on the kernel's 0..1024 scale."""
     out: dict[int, tuple[str | None, int | None]] = {}
     capacities = [max((t.capacity or 0) for t in core) for core in cores]
@@ -275,8 +283,8 @@ class _UnionFind:
             self.parent[self.find(other)] = self.find(items[0])
 
 
-def _build_cores(threads: dict[int, _Thread]) -> list[list[_Thread]]:
-    cores: dict[CPUSet, list[_Thread]] = {}
+def _build_cores(threads: dict[int, ThreadFacts]) -> list[list[ThreadFacts]]:
+    cores: dict[CPUSet, list[ThreadFacts]] = {}
     for thread in threads.values():
         for sibling in thread.siblings:
             other = threads[sibling]
@@ -290,7 +298,9 @@ def _build_cores(threads: dict[int, _Thread]) -> list[list[_Thread]]:
 
 
 def _build_node(
-    node: _Node, cores: list[list[_Thread]], classes: dict[int, tuple[str | None, int | None]]
+    node: NodeFacts,
+    cores: list[list[ThreadFacts]],
+    classes: dict[int, tuple[str | None, int | None]],
 ) -> NumaNode:
     groups: dict[CPUSet | None, list[Core]] = defaultdict(list)
     for threads in cores:
@@ -351,7 +361,7 @@ def _machine_cpus(cpu_dir: Path) -> tuple[CPUSet, CPUSet, CPUSet, CPUSet]:
 
 
 def _nest(
-    cpu_nodes: list[_Node], threads: dict[int, _Thread], built: dict[int, NumaNode]
+    cpu_nodes: list[NodeFacts], threads: dict[int, ThreadFacts], built: dict[int, NumaNode]
 ) -> tuple[Socket, ...]:
     """Sockets -> dies -> the built NUMA nodes, sorted by id.
 
@@ -398,26 +408,51 @@ def _nest(
     return tuple(sorted(renamed, key=lambda s: s.id))
 
 
-def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
-    """Read `<root>/devices/system/{cpu,node}` (and `<root>/class/net`) into a Machine.
+@dataclass(frozen=True, slots=True)
+class MachineFacts:
+    """Everything the tree is built from, as the files said it (or as a description says).
 
-    `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
-    by default only when reading the real /sys, never for fake roots.
+    `node_dir` only names the place in error messages.
     """
+
+    online: CPUSet
+    offline: CPUSet
+    isolated: CPUSet
+    present: CPUSet
+    threads: dict[int, ThreadFacts]
+    nodes: list[NodeFacts]
+    nics: tuple[NetworkInterface, ...]
+    node_dir: Path
+
+
+def read_facts(root: str | Path = REAL_SYSFS) -> MachineFacts:
+    """Read `<root>/devices/system/{cpu,node}` and `<root>/class/net`: all the I/O."""
     root = Path(root)
     cpu_dir = root / "devices" / "system" / "cpu"
     node_dir = root / "devices" / "system" / "node"
     if not cpu_dir.is_dir():
         raise SysfsError(f"{cpu_dir}: missing (is {root} a sysfs root?)")
     online, offline, isolated, present = _machine_cpus(cpu_dir)
+    return MachineFacts(
+        online=online,
+        offline=offline,
+        isolated=isolated,
+        present=present,
+        threads={cpu: _read_thread(cpu_dir, cpu, online) for cpu in online},
+        nodes=_read_nodes(root, node_dir, online),
+        nics=_read_nics(root),
+        node_dir=node_dir,
+    )
 
-    threads = {cpu: _read_thread(cpu_dir, cpu, online) for cpu in online}
-    nodes = _read_nodes(root, node_dir, online)
+
+def assemble(facts: MachineFacts, cpu_model: str = "", cpu_flags: tuple[str, ...] = ()) -> Machine:
+    """The Machine tree from its facts; a SysfsError when the facts disagree."""
+    threads, nodes, node_dir = facts.threads, facts.nodes, facts.node_dir
     cores = _build_cores(threads)
     classes = _classify(cores)
 
     node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
-    cores_of_node: dict[int, list[list[_Thread]]] = defaultdict(list)
+    cores_of_node: dict[int, list[list[ThreadFacts]]] = defaultdict(list)
     for threads_of_core in cores:
         homes = {node_of[t.cpu] for t in threads_of_core}
         if len(homes) > 1:
@@ -433,24 +468,34 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
     memory_only = tuple(
         _attach(node, cpu_nodes, node_dir) for node in nodes if not node.cpus and node.memory_bytes
     )
-    if cpu_info is None:
-        cpu_info = root == REAL_SYSFS
-    model, flags = _cpu_info() if cpu_info else ("", ())
     return Machine(
         sockets=_nest(cpu_nodes, threads, built),
-        online=online,
-        offline=offline,
-        isolated=isolated,
-        present=present,
+        online=facts.online,
+        offline=facts.offline,
+        isolated=facts.isolated,
+        present=facts.present,
         memory_only_nodes=memory_only,
         distances={n.id: dict(n.distances) for n in nodes},
-        cpu_model=model,
-        cpu_flags=flags,
-        nics=_read_nics(root),
+        cpu_model=cpu_model,
+        cpu_flags=cpu_flags,
+        nics=facts.nics,
     )
 
 
-def _attach(node: _Node, cpu_nodes: list[_Node], node_dir: Path) -> MemoryOnlyNode:
+def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
+    """Read `<root>/devices/system/{cpu,node}` (and `<root>/class/net`) into a Machine.
+
+    `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
+    by default only when reading the real /sys, never for fake roots.
+    """
+    facts = read_facts(root)
+    if cpu_info is None:
+        cpu_info = Path(root) == REAL_SYSFS
+    model, flags = _cpu_info() if cpu_info else ("", ())
+    return assemble(facts, model, flags)
+
+
+def _attach(node: NodeFacts, cpu_nodes: list[NodeFacts], node_dir: Path) -> MemoryOnlyNode:
     """A CPU-less node, attached to the CPU node it is closest to (lowest id on a tie)."""
     if not cpu_nodes:
         raise SysfsError(f"{node_dir}: no node has CPUs")

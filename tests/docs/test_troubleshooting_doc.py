@@ -38,9 +38,9 @@ from agent.state.lock import StateDirLock
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime
+from devtools.fakesysfs import write_shape
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
-from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

@@ -15,7 +15,7 @@ from agent.labels.nfd import feature_file_text, parse_feature_file
 from agent.labels.sources import current_node_labels
 from topology.cpuset import CPUSet
 from topology.dmi import read_dmi
-from topology.fakesysfs import SHAPES, MachineSpec, cpu_layout
+from topology.shapes import SHAPES, MachineSpec, cpu_layout
 from topology.tree import Machine
 
 # DMI of each shape: the virtual label (None: absent) and whether physical-host is there.

@@ -28,8 +28,8 @@ from agent.policy.config import PolicyConfig
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
+from devtools.fakesysfs import write_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 RESERVED = "0,40"
 EVENTS = "/runtime.v1.RuntimeService/GetContainerEvents"

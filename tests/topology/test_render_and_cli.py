@@ -11,8 +11,8 @@ import pytest
 
 from agent.cli import main
 from agent.labels.numa import numa_node_labels
-from topology.fakesysfs import GI, SHAPES
 from topology.render import format_bytes, machine_to_json, render_text, topology_json
+from topology.shapes import GI, SHAPES
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from topology.cpuset import CPUSet
-from topology.fakesysfs import GI, SHAPES
+from topology.shapes import GI, SHAPES
 from topology.tree import Machine
 
 

@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.fakesysfs import write_sysfs
 from topology.cpuset import CPUSet
-from topology.fakesysfs import (
-    EFFICIENCY_CAPACITY,
-    PERFORMANCE_CAPACITY,
-    HybridSignal,
-    MachineSpec,
-    write_sysfs,
-)
+from topology.shapes import EFFICIENCY_CAPACITY, PERFORMANCE_CAPACITY, HybridSignal, MachineSpec
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import Machine
 

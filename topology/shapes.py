@@ -1,18 +1,16 @@
-"""Fake sysfs trees from a compact machine description, and named real-world shapes.
+"""Machines as data: the compact description (`MachineSpec`) and the named shapes.
 
-`write_sysfs` writes the files the kernel has under /sys/devices/system/{cpu,node}
-(plus network interfaces under /sys/class/net and the firmware's DMI strings
-under /sys/class/dmi/id) so that tests and `numa-agent simulate` can run the
-real reader on machines that are not here (multi-socket Xeon, EPYC NPS4, CXL
-memory, hybrid desktops, VMs).
+`build_machine` turns a description into the `Machine` the sysfs reader would
+read from the same machine, without writing a file: it hands the reader's
+assembly (`topology.sysfs.assemble`) the facts the kernel's files would hold.
+`simulate` places on these; `devtools.fakesysfs` writes them out as sysfs trees
+for the tests that exercise the reader itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -20,15 +18,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from topology.cpuset import CPUSet, CPUSetError
+from topology.sysfs import MachineFacts, NodeFacts, ThreadFacts, assemble
+from topology.tree import Machine, NetworkInterface
 
 Numbering = Literal["interleaved", "adjacent"]
 HybridSignal = Literal["capacity", "cpufreq"]
 
 GI = 1024**3
-
-# Fake trees are thousands of small files written once and read once: memory-backed
-# /dev/shm makes that several times faster than a disk-backed /tmp (None: the default).
-FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 # Kubernetes quantity suffixes (binary and decimal) for memory sizes.
 _SUFFIXES: dict[str, int] = {
@@ -433,46 +429,7 @@ def distance_matrix(spec: MachineSpec) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(distance(a, b) for b in range(n)) for a in range(n))
 
 
-# -- writing ------------------------------------------------------------------
-
-
-def _cpumask(cpus: CPUSet) -> str:
-    """The kernel's hex bitmap format: 32-bit words, most significant first."""
-    words: list[str] = []
-    mask = cpus.mask
-    while True:
-        words.append(f"{mask & 0xFFFFFFFF:08x}")
-        mask >>= 32
-        if not mask:
-            break
-    return ",".join(reversed(words))
-
-
-class _Writer:
-    """Writes sysfs-style files (text plus newline), creating each directory once."""
-
-    def __init__(self) -> None:
-        self._made: set[Path] = set()
-
-    def __call__(self, path: Path, text: str) -> None:
-        parent = path.parent
-        if parent not in self._made:
-            parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(parent)
-        with open(path, "w") as out:
-            out.write(text + "\n")
-
-
-def _meminfo(node: int, memory: int) -> str:
-    kb = memory // 1024
-    return (
-        f"Node {node} MemTotal:       {kb:>8} kB\n"
-        f"Node {node} MemFree:        {kb:>8} kB\n"
-        f"Node {node} MemUsed:        {0:>8} kB"
-    )
-
-
-def _l3_chunks(spec: MachineSpec) -> list[range]:
+def l3_chunks(spec: MachineSpec) -> list[range]:
     """Core indexes of each L3 group in a NUMA node (split as evenly as possible)."""
     count = spec.l3_per_numa
     if count == 0:
@@ -485,147 +442,6 @@ def _l3_chunks(spec: MachineSpec) -> list[range]:
         chunks.append(range(start, end))
         start = end
     return chunks
-
-
-def _symlink(link: Path, target: Path) -> None:
-    """A relative symlink, as sysfs has them (class/net/eth0/device -> ../../../devices/...);
-    replaced when the tree is written again over itself, as its files are."""
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink():
-        link.unlink()
-    link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def _write_nics(spec: MachineSpec, root: Path, write: _Writer) -> None:
-    """class/net/<if>, with a `device` link to its PCI function (which has numa_node)
-    for the spec's NICs and none for virtual ones.
-
-    The kernel puts the interface's directory inside its PCI function, so the
-    `device` link closes a cycle; here it does not, so a fake tree can be copied
-    with `shutil.copytree` or `cp -rL`.
-    """
-    pci = root / "devices" / "pci0000:00"
-    for index, (name, node) in enumerate(spec.nics):
-        function = pci / f"0000:{0x18 + index:02x}:00.0"
-        write(function / "numa_node", str(node))
-        write(function / "class", "0x020000")  # Ethernet controller
-        netdev = root / "class" / "net" / name
-        write(netdev / "type", "1")
-        _symlink(netdev / "device", function)
-    for name in spec.virtual_nics:
-        write(root / "class" / "net" / name / "type", "772" if name == "lo" else "1")
-
-
-def _write_dmi(dmi: DmiSpec, root: Path, write: _Writer) -> None:
-    ident = root / "devices" / "virtual" / "dmi" / "id"
-    for field in dataclasses.fields(DmiSpec):
-        text = getattr(dmi, field.name)
-        if text:
-            write(ident / field.name, text)
-    ident.mkdir(parents=True, exist_ok=True)
-    _symlink(root / "class" / "dmi" / "id", ident)
-
-
-def write_sysfs(spec: MachineSpec, root: Path) -> Path:
-    """Write the sysfs files of `spec` under `root` (a stand-in for /sys); returns root."""
-    root = Path(root)
-    cpu_dir = root / "devices" / "system" / "cpu"
-    node_dir = root / "devices" / "system" / "node"
-    layout = cpu_layout(spec)
-    _write = _Writer()
-    everything = CPUSet.range(0, spec.cpu_count - 1)
-    online = everything - spec.offline
-
-    # Sharing sets (online CPUs only, as the kernel keeps them) by grouping key.
-    packages: dict[int, CPUSet] = defaultdict(CPUSet)
-    dies: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
-    numa: dict[int, CPUSet] = defaultdict(CPUSet)
-    l3s: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
-    l3_of_index = {index: group for group, chunk in enumerate(_l3_chunks(spec)) for index in chunk}
-    for core in layout:
-        cpus = CPUSet.of(core.cpus) & online
-        packages[core.socket] |= cpus
-        dies[core.socket, core.die] |= cpus
-        numa[core.numa] |= cpus
-        l3s[core.numa, l3_of_index.get(core.index, 0)] |= cpus
-
-    _write(cpu_dir / "online", str(online))
-    _write(cpu_dir / "offline", str(spec.offline))
-    _write(cpu_dir / "present", str(everything))
-    _write(cpu_dir / "possible", str(everything))
-    _write(cpu_dir / "isolated", str(spec.isolated))
-    _write(cpu_dir / "kernel_max", "8191")
-
-    for core in layout:
-        core_cpus = CPUSet.of(core.cpus) & online
-        package = packages[core.socket]
-        die = dies[core.socket, core.die]
-        l3 = l3s[core.numa, l3_of_index.get(core.index, 0)]
-        for cpu in core.cpus:
-            base = cpu_dir / f"cpu{cpu}"
-            if cpu != 0:  # the boot CPU has no online file on most machines
-                _write(base / "online", "0" if cpu in spec.offline else "1")
-            if spec.efficiency_cores_per_numa:
-                if spec.hybrid_signal == "capacity":
-                    capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
-                    _write(base / "cpu_capacity", str(capacity))
-                else:
-                    khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
-                    _write(base / "cpufreq" / "cpuinfo_max_freq", str(khz))
-            if cpu in spec.offline:
-                # The kernel removes topology/ and cache/ of an offline CPU.
-                continue
-            topo = base / "topology"
-            _write(topo / "physical_package_id", str(core.socket))
-            if spec.write_die_id:
-                _write(topo / "die_id", str(core.die))
-                _write(topo / "die_cpus_list", str(die))
-            _write(topo / "core_id", str(core.index))
-            _write(topo / "core_cpus_list", str(core_cpus))
-            _write(topo / "core_cpus", _cpumask(core_cpus))
-            _write(topo / "thread_siblings_list", str(core_cpus))
-            _write(topo / "thread_siblings", _cpumask(core_cpus))
-            _write(topo / "core_siblings_list", str(package))
-            _write(topo / "package_cpus_list", str(package))
-            caches: list[tuple[int, str, CPUSet]] = [
-                (1, "Data", core_cpus),
-                (1, "Instruction", core_cpus),
-                (2, "Unified", core_cpus),
-            ]
-            if spec.l3_per_numa:
-                caches.append((3, "Unified", l3))
-            for i, (level, kind, shared) in enumerate(caches):
-                index = base / "cache" / f"index{i}"
-                _write(index / "level", str(level))
-                _write(index / "type", kind)
-                _write(index / "shared_cpu_list", str(shared))
-
-    _write_nics(spec, root, _write)
-    if spec.dmi is not None:
-        _write_dmi(spec.dmi, root, _write)
-    if not spec.write_node_dir:
-        return root
-    matrix = distance_matrix(spec)
-    nodes = CPUSet.range(0, spec.node_count - 1)
-    cpu_nodes = CPUSet.range(0, spec.cpu_node_count - 1)
-    _write(node_dir / "online", str(nodes))
-    _write(node_dir / "possible", str(nodes))
-    _write(node_dir / "has_cpu", str(cpu_nodes))
-    _write(node_dir / "has_memory", str(nodes))
-    _write(node_dir / "has_normal_memory", str(cpu_nodes))
-    for node in range(spec.node_count):
-        node_base = node_dir / f"node{node}"
-        if node < spec.cpu_node_count:
-            cpus = numa[node]
-            memory = spec.memory_per_numa
-        else:
-            cpus = CPUSet()
-            memory = spec.memory_per_memory_only_node
-        _write(node_base / "cpulist", str(cpus))
-        _write(node_base / "cpumap", _cpumask(cpus))
-        _write(node_base / "meminfo", _meminfo(node, memory))
-        _write(node_base / "distance", " ".join(str(d) for d in matrix[node]))
-    return root
 
 
 # -- named shapes ---------------------------------------------------------------
@@ -729,10 +545,102 @@ SHAPES: dict[str, MachineSpec] = {
 }
 
 
-def write_shape(name: str, root: Path) -> Path:
-    """Write the named shape under `root`; KeyError names the known shapes."""
+# -- building the Machine -----------------------------------------------------
+
+# Where facts built from a description come from, in the (never expected) errors.
+_FROM_SPEC = Path("<machine description>")
+
+
+def _threads(spec: MachineSpec, online: CPUSet) -> dict[int, ThreadFacts]:
+    """Each online CPU's facts, as `devtools.fakesysfs.write_sysfs` writes them."""
+    layout = cpu_layout(spec)
+    l3_of_index = {index: group for group, chunk in enumerate(l3_chunks(spec)) for index in chunk}
+    l3s: dict[tuple[int, int], CPUSet] = {}
+    for core in layout:
+        key = (core.numa, l3_of_index.get(core.index, 0))
+        l3s[key] = l3s.get(key, CPUSet()) | (CPUSet.of(core.cpus) & online)
+    threads: dict[int, ThreadFacts] = {}
+    for core in layout:
+        siblings = CPUSet.of(core.cpus) & online
+        capacity = max_khz = None
+        if spec.efficiency_cores_per_numa:
+            if spec.hybrid_signal == "capacity":
+                capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
+            else:
+                max_khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
+        for cpu in siblings:
+            threads[cpu] = ThreadFacts(
+                cpu=cpu,
+                socket=core.socket,
+                die=core.die if spec.write_die_id else 0,
+                core_id=core.index,
+                siblings=siblings,
+                siblings_file=_FROM_SPEC,
+                l3=l3s[core.numa, l3_of_index.get(core.index, 0)] if spec.l3_per_numa else None,
+                capacity=capacity,
+                max_khz=max_khz,
+            )
+    return threads
+
+
+def _nodes(spec: MachineSpec, online: CPUSet) -> list[NodeFacts]:
+    if not spec.write_node_dir:
+        # A kernel without NUMA: one node; its memory would come from /proc/meminfo,
+        # which a description does not have (nor does a fake tree beside it).
+        return [NodeFacts(id=0, cpus=online, memory_bytes=0, distances={0: 10})]
+    matrix = distance_matrix(spec)
+    cpus_of: dict[int, CPUSet] = {}
+    for core in cpu_layout(spec):
+        cpus_of[core.numa] = cpus_of.get(core.numa, CPUSet()) | (CPUSet.of(core.cpus) & online)
+    ids = range(spec.node_count)
+    return [
+        NodeFacts(
+            id=node,
+            cpus=cpus_of.get(node, CPUSet()),
+            memory_bytes=(
+                spec.memory_per_numa
+                if node < spec.cpu_node_count
+                else spec.memory_per_memory_only_node
+            ),
+            distances=dict(zip(ids, matrix[node], strict=True)),
+        )
+        for node in ids
+    ]
+
+
+def machine_facts(spec: MachineSpec) -> MachineFacts:
+    """The facts a machine of this description's sysfs would give the reader."""
+    everything = CPUSet.range(0, spec.cpu_count - 1)
+    online = everything - spec.offline
+    return MachineFacts(
+        online=online,
+        offline=spec.offline,
+        isolated=spec.isolated,
+        present=everything,
+        threads=_threads(spec, online),
+        nodes=_nodes(spec, online),
+        nics=tuple(
+            NetworkInterface(name=name, numa_node=node)
+            for name, node in sorted(spec.nics)
+            if node >= 0
+        ),
+        node_dir=_FROM_SPEC,
+    )
+
+
+def build_machine(spec: MachineSpec) -> Machine:
+    """The Machine of a description: what reading its sysfs tree would give."""
+    return assemble(machine_facts(spec))
+
+
+def shape_machine(name: str) -> Machine:
+    """The named shape's Machine; KeyError names the known shapes."""
+    return build_machine(shape_spec(name))
+
+
+def shape_spec(name: str) -> MachineSpec:
+    """The named shape's description; KeyError names the known shapes."""
     try:
-        spec = SHAPES[name]
+        return SHAPES[name]
     except KeyError:
         raise KeyError(f"unknown machine shape {name!r} (known: {', '.join(SHAPES)})") from None
-    return write_sysfs(spec, root)
