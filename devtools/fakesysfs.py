@@ -17,15 +17,14 @@ from pathlib import Path
 from agent.scratch import FAST_TMP
 from topology.cpuset import CPUSet
 from topology.shapes import (
-    EFFICIENCY_CAPACITY,
-    EFFICIENCY_MAX_KHZ,
-    PERFORMANCE_CAPACITY,
-    PERFORMANCE_MAX_KHZ,
     DmiSpec,
     MachineSpec,
+    core_speed,
     cpu_layout,
     distance_matrix,
     l3_chunks,
+    memory_tiers,
+    pmu_cpus,
     shape_spec,
 )
 
@@ -150,13 +149,11 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
             base = cpu_dir / f"cpu{cpu}"
             if cpu != 0:  # the boot CPU has no online file on most machines
                 _write(base / "online", "0" if cpu in spec.offline else "1")
-            if spec.efficiency_cores_per_numa:
-                if spec.hybrid_signal == "capacity":
-                    capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
-                    _write(base / "cpu_capacity", str(capacity))
-                else:
-                    khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
-                    _write(base / "cpufreq" / "cpuinfo_max_freq", str(khz))
+            capacity, max_khz = core_speed(spec, core)
+            if capacity is not None:
+                _write(base / "cpu_capacity", str(capacity))
+            if max_khz is not None:
+                _write(base / "cpufreq" / "cpuinfo_max_freq", str(max_khz))
             if cpu in spec.offline:
                 # The kernel removes topology/ and cache/ of an offline CPU.
                 continue
@@ -185,6 +182,16 @@ def write_sysfs(spec: MachineSpec, root: Path) -> Path:
                 _write(index / "type", kind)
                 _write(index / "shared_cpu_list", str(shared))
 
+    for tier in memory_tiers(spec):
+        text = str(CPUSet.of(tier.nodes))
+        _write(
+            root / "devices" / "virtual" / "memory_tiering" / f"memory_tier{tier.id}" / "nodelist",
+            text,
+        )
+    pmu = pmu_cpus(spec)
+    if pmu is not None:
+        _write(root / "devices" / "cpu_core" / "cpus", str(pmu[0]))
+        _write(root / "devices" / "cpu_atom" / "cpus", str(pmu[1]))
     _write_nics(spec, root, _write)
     if spec.dmi is not None:
         _write_dmi(spec.dmi, root, _write)

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 from topology.cpuset import CPUSet, CPUSetError
 from topology.sysfs import MachineFacts, NodeFacts, ThreadFacts, assemble
-from topology.tree import Machine, NetworkInterface
+from topology.tree import Machine, MemoryTier, NetworkInterface
 
 Numbering = Literal["interleaved", "adjacent"]
-HybridSignal = Literal["capacity", "cpufreq"]
+HybridSignal = Literal["pmu", "capacity", "cpufreq"]
 
 GI = 1024**3
 
@@ -49,6 +49,8 @@ PERFORMANCE_CAPACITY = 1024
 EFFICIENCY_CAPACITY = 600
 PERFORMANCE_MAX_KHZ = 5_200_000
 EFFICIENCY_MAX_KHZ = 3_900_000
+# A favoured core (Turbo Boost Max 3.0, AMD preferred cores) turbos a little higher.
+FAVOURED_MAX_KHZ = PERFORMANCE_MAX_KHZ + 200_000
 
 
 class MachineSpecError(ValueError):
@@ -108,6 +110,7 @@ class CoreLayout:
     index: int  # core index within its NUMA node
     cpus: tuple[int, ...]
     efficiency: bool
+    favoured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,11 @@ class MachineSpec:
     """A compact description of a machine, as a scenario file or a test writes it.
 
     Cores of a NUMA node: `cores_per_numa` in all, of which the last
-    `efficiency_cores_per_numa` are single-threaded efficiency cores (hybrid).
+    `efficiency_cores_per_numa` are single-threaded efficiency cores (hybrid),
+    told apart as `hybrid_signal` says: `pmu` (Intel: devices/cpu_core and
+    cpu_atom), `capacity` (Arm: cpu_capacity) or `cpufreq` (only a lower
+    maximum frequency: an old kernel, no classes). The first
+    `favoured_cores_per_numa` cores of a node turbo 200 MHz higher.
     CPU-node ids come first (socket by socket, die by die), memory-only nodes
     after them; memory-only node j sits nearest CPU node j * cpu_nodes // count.
     Without `distances`, they are generated: 10 local, `distance_same_die`,
@@ -142,6 +149,9 @@ class MachineSpec:
     l3_per_numa: int = 1  # 0: no L3 cache files at all
     efficiency_cores_per_numa: int = 0
     hybrid_signal: HybridSignal = "capacity"
+    favoured_cores_per_numa: int = 0
+    # devices/virtual/memory_tiering: CPU nodes in tier 4 (DRAM), memory-only in tier 20.
+    memory_tiers: bool = False
     write_die_id: bool = True  # kernels before 5.2 have no die_id
     write_node_dir: bool = True  # CONFIG_NUMA=n kernels have no node/ directory
     # PCI network interfaces and the NUMA node their device reports (-1: unknown).
@@ -160,9 +170,15 @@ class MachineSpec:
             raise MachineSpecError(
                 f"numbering: must be 'interleaved' or 'adjacent', got {self.numbering!r}"
             )
-        if self.hybrid_signal not in ("capacity", "cpufreq"):
+        if self.hybrid_signal not in ("pmu", "capacity", "cpufreq"):
             raise MachineSpecError(
-                f"hybrid_signal: must be 'capacity' or 'cpufreq', got {self.hybrid_signal!r}"
+                f"hybrid_signal: must be 'pmu', 'capacity' or 'cpufreq', got {self.hybrid_signal!r}"
+            )
+        performance = self.cores_per_numa - self.efficiency_cores_per_numa
+        if not 0 <= self.favoured_cores_per_numa <= max(performance, 0):
+            raise MachineSpecError(
+                f"favoured_cores_per_numa: must be 0..{performance} (the performance "
+                f"cores of a node), got {self.favoured_cores_per_numa}"
             )
         if not 0 <= self.efficiency_cores_per_numa < self.cores_per_numa:
             raise MachineSpecError(
@@ -266,6 +282,7 @@ _INT_KEYS = frozenset(
         "memory_only_distance",
         "l3_per_numa",
         "efficiency_cores_per_numa",
+        "favoured_cores_per_numa",
     }
 )
 
@@ -300,7 +317,7 @@ def _coerce(key: str, value: Any) -> Any:
                 f"distances: expected a square matrix of positive integers, got {value!r}"
             )
         return tuple(tuple(row) for row in value)
-    if key in ("write_die_id", "write_node_dir"):
+    if key in ("write_die_id", "write_node_dir", "memory_tiers"):
         if not isinstance(value, bool):
             raise MachineSpecError(f"{key}: expected true or false, got {value!r}")
         return value
@@ -387,8 +404,58 @@ def cpu_layout(spec: MachineSpec) -> tuple[CoreLayout, ...]:
                     ids[i].append(next_id)
                     next_id += 1
     return tuple(
-        CoreLayout(socket=s, die=d, numa=n, index=x, cpus=tuple(ids[i]), efficiency=e)
+        CoreLayout(
+            socket=s,
+            die=d,
+            numa=n,
+            index=x,
+            cpus=tuple(ids[i]),
+            efficiency=e,
+            favoured=x < spec.favoured_cores_per_numa,
+        )
         for i, (s, d, n, x, _, e) in enumerate(slots)
+    )
+
+
+def core_speed(spec: MachineSpec, core: CoreLayout) -> tuple[int | None, int | None]:
+    """(cpu_capacity, cpuinfo_max_freq) of a core's threads; None: no such file.
+
+    Uniform machines without favoured cores have neither, as many VMs do.
+    """
+    capacity = max_khz = None
+    hybrid = spec.efficiency_cores_per_numa > 0
+    if hybrid and spec.hybrid_signal == "capacity":
+        capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
+    if hybrid or spec.favoured_cores_per_numa:
+        if core.efficiency:
+            max_khz = EFFICIENCY_MAX_KHZ
+        else:
+            max_khz = FAVOURED_MAX_KHZ if core.favoured else PERFORMANCE_MAX_KHZ
+    return capacity, max_khz
+
+
+DRAM_TIER = 4
+FAR_TIER = 20
+
+
+def memory_tiers(spec: MachineSpec) -> tuple[MemoryTier, ...]:
+    """The kernel's memory tiers of the description (none unless `memory_tiers`)."""
+    if not spec.memory_tiers or not spec.write_node_dir:
+        return ()
+    tiers = [MemoryTier(DRAM_TIER, tuple(range(spec.cpu_node_count)))]
+    if spec.memory_only_nodes:
+        tiers.append(MemoryTier(FAR_TIER, tuple(range(spec.cpu_node_count, spec.node_count))))
+    return tuple(tiers)
+
+
+def pmu_cpus(spec: MachineSpec) -> tuple[CPUSet, CPUSet] | None:
+    """Intel hybrid's (cpu_core, cpu_atom) CPU lists, or None: no such devices."""
+    if not spec.efficiency_cores_per_numa or spec.hybrid_signal != "pmu":
+        return None
+    layout = cpu_layout(spec)
+    return (
+        CPUSet.of(c for core in layout if not core.efficiency for c in core.cpus),
+        CPUSet.of(c for core in layout if core.efficiency for c in core.cpus),
     )
 
 
@@ -522,18 +589,21 @@ SHAPES: dict[str, MachineSpec] = {
         memory_only_nodes=2,
         memory_per_memory_only_node=256 * GI,
         memory_only_distance=14,
+        memory_tiers=True,
         distance_remote=21,
         nics=(("ens7f0", 1),),
         dmi=DmiSpec("Supermicro", "SYS-221H-TNR", "7c1f0e2a-5d3b-11ee-8c99-0242ac120002"),
     ),
     # Alder Lake style: 8 performance cores with HT (0-15) + 8 efficiency cores (16-23),
-    # told apart by cpufreq's maximum as on x86.
+    # as the kernel's cpu_core / cpu_atom devices list them; the first two P-cores are
+    # favoured (Turbo Boost Max 3.0: 5.4 GHz against 5.2, E-cores 3.9).
     "hybrid-desktop": MachineSpec(
         cores_per_numa=16,
         efficiency_cores_per_numa=8,
         numbering="adjacent",
         memory_per_numa=64 * GI,
-        hybrid_signal="cpufreq",
+        hybrid_signal="pmu",
+        favoured_cores_per_numa=2,
         nics=(("enp4s0", 0),),
         # A desktop board whose firmware never set a UUID: the well-known placeholder.
         dmi=DmiSpec(
@@ -541,6 +611,24 @@ SHAPES: dict[str, MachineSpec] = {
             "MS-7D25",
             "03000200-0400-0500-0006-000700080009",
         ),
+    ),
+    # A 10-core desktop (Comet Lake style) whose first two cores turbo 200 MHz higher:
+    # favoured cores, one kind of core, no classes.
+    "desktop-favoured": MachineSpec(
+        cores_per_numa=10,
+        memory_per_numa=32 * GI,
+        favoured_cores_per_numa=2,
+        nics=(("eno1", -1),),
+    ),
+    # An Arm board (RK3588 style): 4 big cores (0-3) and 4 LITTLE ones (4-7), one
+    # thread each, told apart by cpu_capacity; no DMI.
+    "arm-big-little": MachineSpec(
+        cores_per_numa=8,
+        threads_per_core=1,
+        efficiency_cores_per_numa=4,
+        memory_per_numa=16 * GI,
+        hybrid_signal="capacity",
+        nics=(("eth0", -1),),
     ),
 }
 
@@ -562,12 +650,7 @@ def _threads(spec: MachineSpec, online: CPUSet) -> dict[int, ThreadFacts]:
     threads: dict[int, ThreadFacts] = {}
     for core in layout:
         siblings = CPUSet.of(core.cpus) & online
-        capacity = max_khz = None
-        if spec.efficiency_cores_per_numa:
-            if spec.hybrid_signal == "capacity":
-                capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
-            else:
-                max_khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
+        capacity, max_khz = core_speed(spec, core)
         for cpu in siblings:
             threads[cpu] = ThreadFacts(
                 cpu=cpu,
@@ -612,6 +695,7 @@ def machine_facts(spec: MachineSpec) -> MachineFacts:
     """The facts a machine of this description's sysfs would give the reader."""
     everything = CPUSet.range(0, spec.cpu_count - 1)
     online = everything - spec.offline
+    pmu = pmu_cpus(spec)
     return MachineFacts(
         online=online,
         offline=spec.offline,
@@ -625,6 +709,9 @@ def machine_facts(spec: MachineSpec) -> MachineFacts:
             if node >= 0
         ),
         node_dir=_FROM_SPEC,
+        pmu_performance=pmu[0] if pmu else None,
+        pmu_efficiency=pmu[1] if pmu else None,
+        memory_tiers=memory_tiers(spec),
     )
 
 

@@ -20,11 +20,14 @@ from pathlib import Path
 
 from topology.cpuset import CPUSet, CPUSetError
 from topology.tree import (
+    EFFICIENCY,
+    PERFORMANCE,
     Core,
     Die,
     L3Group,
     Machine,
     MemoryOnlyNode,
+    MemoryTier,
     NetworkInterface,
     NumaNode,
     Socket,
@@ -33,10 +36,18 @@ from topology.tree import (
 REAL_SYSFS = Path("/sys")
 
 _NODE_DIR = re.compile(r"^node(\d+)$")
+_TIER_DIR = re.compile(r"^memory_tier(\d+)$")
+MEMORY_TIERING = Path("devices") / "virtual" / "memory_tiering"
 _CACHE_DIR = re.compile(r"^index(\d+)$")
 _MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB", re.IGNORECASE)
 # The kernel's scale for cpu_capacity: the biggest core of the machine is 1024.
 CAPACITY_SCALE = 1024
+# Cores within this share of the biggest capacity are the same kind of core: a
+# few percent is a faster part of one design (a favoured core), not a class.
+SAME_KIND = 0.9
+# Intel hybrid parts: the kernel's PMU devices list the CPUs of each kind of core.
+PMU_PERFORMANCE = Path("devices") / "cpu_core" / "cpus"
+PMU_EFFICIENCY = Path("devices") / "cpu_atom" / "cpus"
 
 
 class SysfsError(ValueError):
@@ -63,6 +74,11 @@ def _cpus(path: Path, text: str | None = None) -> CPUSet:
         return CPUSet.parse(raw)
     except CPUSetError as exc:
         raise SysfsError(f"{path}: not a CPU list: {exc}") from exc
+
+
+def _optional_cpus(path: Path) -> CPUSet | None:
+    text = _read_optional(path)
+    return None if text is None else _cpus(path, text)
 
 
 def _int(path: Path) -> int:
@@ -247,24 +263,81 @@ def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
 # -- assembling the tree ---------------------------------------------------------------
 
 
-def _classify(cores: list[list[ThreadFacts]]) -> dict[int, tuple[str | None, int | None]]:
-    """Per core (by lowest CPU): hybrid class and capacity on the kernel's 0..1024 scale."""
-    out: dict[int, tuple[str | None, int | None]] = {}
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    cpu_class: str | None
+    capacity: int | None
+    favoured: bool
+
+
+def _classes(facts: MachineFacts, cores: list[list[ThreadFacts]]) -> list[str | None]:
+    """Each core's class, from what the kernel says a core is; all None when not hybrid.
+
+    Intel hybrid parts list their kinds of core under devices/cpu_core and
+    devices/cpu_atom; elsewhere (Arm, RISC-V) cpu_capacity tells a small core
+    from a big one. Maximum frequency is never a class: a 10-core desktop whose
+    two best cores turbo 200 MHz higher has ten cores of one kind.
+    """
+    core_pmu, atom_pmu = facts.pmu_performance, facts.pmu_efficiency
+    if core_pmu is not None and atom_pmu is not None and core_pmu and atom_pmu:
+        out: list[str | None] = []
+        for core in cores:
+            first = core[0]
+            if first.cpu in atom_pmu and first.cpu not in core_pmu:
+                out.append(EFFICIENCY)
+            elif first.cpu in core_pmu and first.cpu not in atom_pmu:
+                out.append(PERFORMANCE)
+            else:
+                raise SysfsError(
+                    f"{facts.node_dir.parents[2] / PMU_PERFORMANCE}: CPU {first.cpu} is in "
+                    f"{'both' if first.cpu in core_pmu else 'neither'} of cpu_core "
+                    f"({core_pmu}) and cpu_atom ({atom_pmu})"
+                )
+        return out if len(set(out)) > 1 else [None] * len(cores)
     capacities = [max((t.capacity or 0) for t in core) for core in cores]
-    if all(c > 0 for c in capacities):
-        scores = capacities
-    else:
-        freqs = [max((t.max_khz or 0) for t in core) for core in cores]
-        top = max(freqs, default=0)
-        if top == 0 or not all(f > 0 for f in freqs):
-            return {core[0].cpu: (None, None) for core in cores}
-        scores = [round(CAPACITY_SCALE * f / top) for f in freqs]
-    hybrid = len(set(scores)) > 1
-    best = max(scores)
-    for core, score in zip(cores, scores, strict=True):
-        cls = ("performance" if score == best else "efficiency") if hybrid else None
-        out[core[0].cpu] = (cls, score)
-    return out
+    if not capacities or not all(c > 0 for c in capacities):
+        return [None] * len(cores)
+    top = max(capacities)
+    kinds: list[str | None] = [
+        PERFORMANCE if c >= SAME_KIND * top else EFFICIENCY for c in capacities
+    ]
+    return kinds if EFFICIENCY in kinds else [None] * len(cores)
+
+
+def _favoured(cores: list[list[ThreadFacts]], classes: list[str | None]) -> list[bool]:
+    """Cores that reach a higher maximum frequency than others of their class.
+
+    Read from cpufreq's cpuinfo_max_freq (capacity where no core has one). A class
+    whose cores all reach the same speed has no favoured core.
+    """
+    speeds = [max((t.max_khz or 0) for t in core) for core in cores]
+    if not all(s > 0 for s in speeds):
+        speeds = [max((t.capacity or 0) for t in core) for core in cores]
+        if not all(s > 0 for s in speeds):
+            return [False] * len(cores)
+    top: dict[str | None, int] = {}
+    low: dict[str | None, int] = {}
+    for cls, speed in zip(classes, speeds, strict=True):
+        top[cls] = max(top.get(cls, 0), speed)
+        low[cls] = min(low.get(cls, speed), speed)
+    return [
+        speed == top[cls] and low[cls] < top[cls]
+        for cls, speed in zip(classes, speeds, strict=True)
+    ]
+
+
+def _classify(facts: MachineFacts, cores: list[list[ThreadFacts]]) -> dict[int, _Kind]:
+    """Per core (by lowest CPU): its class, kernel capacity and whether it is favoured."""
+    classes = _classes(facts, cores)
+    favoured = _favoured(cores, classes)
+    return {
+        core[0].cpu: _Kind(
+            cpu_class=cls,
+            capacity=max((t.capacity for t in core if t.capacity is not None), default=None),
+            favoured=fav,
+        )
+        for core, cls, fav in zip(cores, classes, favoured, strict=True)
+    }
 
 
 class _UnionFind:
@@ -300,18 +373,19 @@ def _build_cores(threads: dict[int, ThreadFacts]) -> list[list[ThreadFacts]]:
 def _build_node(
     node: NodeFacts,
     cores: list[list[ThreadFacts]],
-    classes: dict[int, tuple[str | None, int | None]],
+    classes: dict[int, _Kind],
 ) -> NumaNode:
     groups: dict[CPUSet | None, list[Core]] = defaultdict(list)
     for threads in cores:
         first = threads[0]
-        cls, capacity = classes[first.cpu]
+        kind = classes[first.cpu]
         core = Core(
             id=first.cpu,
             cpus=first.siblings,
             core_id=first.core_id,
-            cpu_class=cls,
-            capacity=capacity,
+            cpu_class=kind.cpu_class,
+            capacity=kind.capacity,
+            favoured=kind.favoured,
         )
         # A core's L3 group is its cache's sharers within this node; no L3 file
         # means "the whole node shares whatever there is".
@@ -423,6 +497,10 @@ class MachineFacts:
     nodes: list[NodeFacts]
     nics: tuple[NetworkInterface, ...]
     node_dir: Path
+    # Intel hybrid: cpu_core / cpu_atom's CPU lists (None: the kernel has no such device).
+    pmu_performance: CPUSet | None = None
+    pmu_efficiency: CPUSet | None = None
+    memory_tiers: tuple[MemoryTier, ...] = ()
 
 
 def read_facts(root: str | Path = REAL_SYSFS) -> MachineFacts:
@@ -442,14 +520,30 @@ def read_facts(root: str | Path = REAL_SYSFS) -> MachineFacts:
         nodes=_read_nodes(root, node_dir, online),
         nics=_read_nics(root),
         node_dir=node_dir,
+        pmu_performance=_optional_cpus(root / PMU_PERFORMANCE),
+        pmu_efficiency=_optional_cpus(root / PMU_EFFICIENCY),
+        memory_tiers=_read_memory_tiers(root / MEMORY_TIERING),
     )
+
+
+def _read_memory_tiers(tiering: Path) -> tuple[MemoryTier, ...]:
+    """memory_tier<N>/nodelist, by tier id (Linux 6.1+; none before, or without NUMA)."""
+    if not tiering.is_dir():
+        return ()
+    tiers = []
+    for entry in tiering.iterdir():
+        match = _TIER_DIR.match(entry.name)
+        if match is not None:
+            nodes = _cpus(entry / "nodelist")  # a node list has the CPU list's format
+            tiers.append(MemoryTier(id=int(match.group(1)), nodes=tuple(nodes)))
+    return tuple(sorted(tiers, key=lambda t: t.id))
 
 
 def assemble(facts: MachineFacts, cpu_model: str = "", cpu_flags: tuple[str, ...] = ()) -> Machine:
     """The Machine tree from its facts; a SysfsError when the facts disagree."""
     threads, nodes, node_dir = facts.threads, facts.nodes, facts.node_dir
     cores = _build_cores(threads)
-    classes = _classify(cores)
+    classes = _classify(facts, cores)
 
     node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
     cores_of_node: dict[int, list[list[ThreadFacts]]] = defaultdict(list)
@@ -479,6 +573,7 @@ def assemble(facts: MachineFacts, cpu_model: str = "", cpu_flags: tuple[str, ...
         cpu_model=cpu_model,
         cpu_flags=cpu_flags,
         nics=facts.nics,
+        memory_tiers=facts.memory_tiers,
     )
 
 
