@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topology.cpuset import CPUSet, CPUSetError
+from topology.reads import note
 from topology.tree import (
     EFFICIENCY,
     PERFORMANCE,
@@ -58,6 +59,7 @@ class SysfsError(ValueError):
 
 
 def _read(path: Path) -> str:
+    note(path)
     try:
         return path.read_text()
     except OSError as exc:
@@ -247,6 +249,7 @@ def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
         numa_file = entry / "device" / "numa_node"
         try:
             raw = numa_file.read_text().strip()
+            note(numa_file)
         except (FileNotFoundError, NotADirectoryError):
             continue  # no device (virtual), or the interface went away while listed
         except OSError as exc:
