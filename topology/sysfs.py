@@ -43,9 +43,10 @@ _CACHE_DIR = re.compile(r"^index(\d+)$")
 _MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB", re.IGNORECASE)
 # The kernel's scale for cpu_capacity: the biggest core of the machine is 1024.
 CAPACITY_SCALE = 1024
-# Cores within this share of the biggest capacity are the same kind of core: a
-# few percent is a faster part of one design (a favoured core), not a class.
-SAME_KIND = 0.9
+# A core below this share of the biggest capacity is an efficiency core. Big and LITTLE
+# differ by 2x or more; a phone's mid cores (A715: 84%) are big ones, GB10's A725 (71%) are not;
+# a few percent is a faster part of one design (a favoured core), never a class.
+EFFICIENCY_BELOW = 0.8
 # Intel hybrid parts: the kernel's PMU devices list the CPUs of each kind of core.
 PMU_PERFORMANCE = Path("devices") / "cpu_core" / "cpus"
 PMU_EFFICIENCY = Path("devices") / "cpu_atom" / "cpus"
@@ -302,7 +303,7 @@ def _classes(facts: MachineFacts, cores: list[list[ThreadFacts]]) -> list[str | 
         return [None] * len(cores)
     top = max(capacities)
     kinds: list[str | None] = [
-        PERFORMANCE if c >= SAME_KIND * top else EFFICIENCY for c in capacities
+        PERFORMANCE if c >= EFFICIENCY_BELOW * top else EFFICIENCY for c in capacities
     ]
     return kinds if EFFICIENCY in kinds else [None] * len(cores)
 
