@@ -28,7 +28,12 @@ RULES_EXCLUSIVE = (
     "lower pool id",
 )
 # The parts of rule 3 for exclusive containers, in order.
-FRAGMENTATION = ("isolated CPUs as preferred", "fewer newly split cores", "best fit")
+FRAGMENTATION = (
+    "its preferred kind of core",
+    "isolated CPUs as preferred",
+    "fewer newly split cores",
+    "best fit",
+)
 MAX_LISTED = 12
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from agent.labels.numa import numa_node_labels
 from agent.policy.accounting import PoolState, pool_states
+from agent.policy.classes import DRAM, EVERYWHERE, CpuClasses, shared_class_short, word
 from agent.policy.closeness import closeness_table
 from agent.policy.config import ConfigError, PolicyConfig, check_numa_labels
 from agent.policy.constraints import Evaluation, Required
@@ -107,6 +108,7 @@ class Policy:
         self._reserved = config.reserved_cpus.mask
         self._isolated = machine.isolated.mask & self._online
         self._node_masks = [(n.id, n.cpus.mask) for n in machine.iter_numa_nodes()]
+        self._classes = CpuClasses.of(machine)  # hybrid machines' kinds of core
         self._memory_known = any(n.memory_bytes for n in machine.iter_numa_nodes())
         self._reserved_mems = self._mems_of_cpus(self._reserved)
         self._states = pool_states(self.tree)
@@ -282,6 +284,7 @@ class Policy:
 
     def _place(self, request: ContainerRequest, forced: int | None) -> PlacementRecord:
         need = classify(request, self.config)
+        self._classes.check(need.cpu_class, request.container.who)
         if need.kind is CpuKind.RESERVED:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"
@@ -402,6 +405,8 @@ class Policy:
     ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self._memory_short(state, need) or state.short_of_milli(need.milli_cpu, shared)
+        if reason is None and self._classes.required(need.cpu_class) != EVERYWHERE:
+            reason = self._class_short(state, need, shared)
         if reason is not None:
             return reason
         occupied = pool.cpus.mask
@@ -450,8 +455,12 @@ class Policy:
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
         missed = int(need.isolated and not isolated)
-        rank = (-score, 0, -pool.depth, (missed, split, left), pool.index)
+        # Off the preferred kind of core (hybrid, performance by default): after every
+        # pool where it stays on them.
+        off_class = self._classes.missed(need.cpu_class, pick)
+        rank = (-score, 0, -pool.depth, (off_class, missed, split, left), pool.index)
         kind = "isolated, " if isolated else ""
+        kind += "off its preferred kind of core, " if off_class else ""
         where = "" if home == pool.index else f"in {self._pools[home].name}, "
         detail = f"{where}{kind}splits {split} cores, leaves {left} free"
         return Candidate(pool, score, rank, detail, pick, home, notes, pick)
@@ -514,24 +523,25 @@ class Policy:
 
     def _exclusive_short(self, pool: Pool, need: Need) -> str | None:
         ordinary, isolated = self._exclusive_free(need)
-        mask = pool.cpus.mask
+        mask = pool.cpus.mask & self._classes.required(need.cpu_class)
         count = (mask & ordinary).bit_count()
         if count >= need.exclusive_cpus or (mask & isolated).bit_count() >= need.exclusive_cpus:
             return None
-        return f"{count} free exclusive CPUs"
+        return f"{count} free exclusive{word(need.cpu_class)} CPUs"
 
     def _pick(self, pool: Pool, need: Need, within: int = -1) -> tuple[int, bool, int, int] | str:
         """Exclusive CPUs in the pool (and `within`) and what taking them costs, or why
         it is not allowed."""
         ordinary, isolated = self._exclusive_free(need)
         mask = pool.cpus.mask & within
+        mask &= self._classes.for_pick(need.cpu_class, need.exclusive_cpus, mask & ordinary)
         # Isolated CPUs when the container wants them and the pool has enough;
         # never a mix, which would put part of it under the scheduler and part not.
         use_isolated = (mask & isolated).bit_count() >= need.exclusive_cpus
         free = isolated if use_isolated else ordinary
         pick = pick_exclusive(pool.layout, free & mask, need.exclusive_cpus, self._distance)
         if pick is None:
-            return f"{(free & mask).bit_count()} free exclusive CPUs"
+            return f"{(free & mask).bit_count()} free exclusive{word(need.cpu_class)} CPUs"
         reason = self._starves_shared(pick.mask)
         if reason is not None:
             return reason
@@ -543,6 +553,16 @@ class Policy:
         shared = self._online & ~(self._taken | taking | self._reserved | self._isolated)
         if shared == 0:
             return "would take the machine's last shared CPU (one always stays shared)"
+        # Shared containers that asked a kind of core keep one of its CPUs (hybrid only).
+        for record in self._records.values() if self._classes.hybrid else ():
+            needs_class = self._classes.required(record.need.cpu_class)
+            if record.pool is None or record.exclusive or needs_class == EVERYWHERE:
+                continue
+            if record.pool.cpus.mask & taking and not record.pool.cpus.mask & shared & needs_class:
+                return (
+                    f"would leave {record.key} (shared, {record.need.cpu_class} cores) "
+                    f"no shared {record.need.cpu_class} CPU in {record.pool.name}"
+                )
         for state in self._states:
             if not state.pool.cpus.mask & taking:
                 continue
@@ -566,17 +586,18 @@ class Policy:
         if need.kind is CpuKind.EXCLUSIVE:
             ordinary, isolated = self._exclusive_free(need)
             free = ordinary | isolated
+            free &= self._classes.required(need.cpu_class)
             per_node = max((free & m).bit_count() for _, m in self._node_masks)
             text = (
-                f"requested {need.exclusive_cpus} exclusive CPUs{memory}, at most {per_node} "
-                f"free in any NUMA node; {free.bit_count()} free in total"
+                f"requested {need.exclusive_cpus} exclusive{word(need.cpu_class)} CPUs{memory}, "
+                f"at most {per_node} free in any NUMA node; {free.bit_count()} free in total"
             )
         else:
             shared = self._shared_mask()
             best = max(state.free_milli(shared) for state in self._states)
             text = (
-                f"requested {need.milli_cpu}m of shared CPU{memory}, at most {max(best, 0)}m "
-                "free in any pool"
+                f"requested {need.milli_cpu}m of shared{word(need.cpu_class)} CPU{memory}, "
+                f"at most {max(best, 0)}m free in any pool"
             )
         if root is not None:
             text += f"; machine: {root}"
@@ -644,7 +665,7 @@ class Policy:
             state.pods[container.pod.uid] += 1
             state.namespaces[container.namespace] += 1
         self._taken |= exclusive
-        cpus, mems = self._cpusets(record.pool, exclusive)
+        cpus, mems = self._cpusets(record.pool, exclusive, record.need)
         record = record.with_cpusets(cpus, mems)
         self._records[key] = record
         self._occupancy.add(
@@ -702,13 +723,18 @@ class Policy:
             keys.extend(self._reserved_keys)  # they run on the machine's shared CPUs
         # Every shared container of a pool has the pool's cpusets: compute them once
         # per pool, not once per container (hundreds share the large pools).
-        per_pool: dict[int, tuple[CPUSet, CPUSet]] = {}
+        per_pool: dict[tuple[int, str | None, str], tuple[CPUSet, CPUSet]] = {}
         for key in keys:
             record = self._records[key]
-            index = -1 if record.pool is None else record.pool.index
+            need = record.need
+            index = (
+                -1 if record.pool is None else record.pool.index,
+                need.cpu_class,
+                need.memory_tiers,
+            )
             cpusets = per_pool.get(index)
             if cpusets is None:
-                cpusets = per_pool[index] = self._cpusets(record.pool, 0)
+                cpusets = per_pool[index] = self._cpusets(record.pool, 0, need)
             cpus, mems = cpusets
             if cpus != record.cpus or mems != record.mems:
                 self._orig.setdefault(key, (record.cpus, record.mems))
@@ -724,28 +750,50 @@ class Policy:
         self._orig = {}
         return tuple(out)
 
-    def _cpusets(self, pool: Pool | None, exclusive: int) -> tuple[CPUSet, CPUSet]:
-        """The cpusets a container in `pool` (holding `exclusive`) should have now."""
+    def _cpusets(
+        self, pool: Pool | None, exclusive: int, need: Need | None = None
+    ) -> tuple[CPUSet, CPUSet]:
+        """The cpusets a container in `pool` (holding `exclusive`) should have now; `need`
+        says the kind of core (shared) and memory tiers it asked for."""
+        far = need is None or need.memory_tiers != DRAM
         if pool is None:
             cpus = self._reserved or self._shared_mask()
             mems = self._reserved_mems if self._reserved else self.tree.root.mems
         elif exclusive:
             cpus = exclusive
-            mems = self._mems_of_cpus(exclusive)
+            mems = self._mems_of_cpus(exclusive, far)
         else:
             cpus = pool.cpus.mask & self._shared_mask()
-            mems = pool.mems
+            if need is not None:
+                cpus &= self._classes.required(need.cpu_class)
+            mems = pool.mems if far else CPUSet.of(pool.numa_nodes)
         return (
             CPUSet(cpus) if self.config.pin_cpus else CPUSet(),
             mems if self.config.pin_memory else CPUSet(),
         )
 
-    def _mems_of_cpus(self, mask: int) -> CPUSet:
+    def _mems_of_cpus(self, mask: int, far: bool = True) -> CPUSet:
+        """The NUMA nodes of `mask`'s CPUs, with the memory-only nodes attached to them
+        unless `far` is False (memory-tiers: dram)."""
         ids: list[int] = []
         for node, node_mask in self._node_masks:
             if node_mask & mask:
-                ids.extend(self.machine.memory_nodes_for(node))
+                ids.extend(self.machine.memory_nodes_for(node) if far else (node,))
         return CPUSet.of(ids)
+
+    def _class_short(self, state: PoolState, need: Need, shared: int) -> str | None:
+        """Why a shared container asking for a kind of core has no room for it here."""
+        wanted = self._classes.required(need.cpu_class)
+        used: dict[int, int] = {}
+        for record in self._records.values():
+            if record.pool is None or record.exclusive or record.need.cpu_class != need.cpu_class:
+                continue
+            for index in (record.pool.index, *record.pool.ancestors):
+                used[index] = used.get(index, 0) + record.need.milli_cpu
+        lineage = [
+            (q.pool.index, (q.pool.cpus.mask & shared & wanted).bit_count()) for q in state.lineage
+        ]
+        return shared_class_short(lineage, used, need.milli_cpu, str(need.cpu_class))
 
     # -- restore / adopt ------------------------------------------------------
 
@@ -821,7 +869,7 @@ class Policy:
                     if record.need.kind is CpuKind.SHARED:
                         shared_used[q.pool.index] += record.need.milli_cpu
                     memory_used[q.pool.index] += record.need.memory_bytes
-            expected = self._cpusets(record.pool, exclusive)
+            expected = self._cpusets(record.pool, exclusive, record.need)
             assert (record.cpus, record.mems) == expected, f"{key}: cpusets out of date"
             if self.config.pin_cpus and not exclusive:
                 cpus = record.cpus.mask
