@@ -83,6 +83,12 @@ def refusals(machine: Machine) -> list[str]:
                 annotations:
                   prefer-shared-cpus.cri-resource-manager.intel.com/container.main: maybe
                 containers: [{name: main, cpu: "1", memory: 1Gi}]
+              - name: little
+                annotations: {numa-agent.io/cpu-class: efficiency}
+                containers: [{name: main, cpu: "1", memory: 1Gi}]
+              - name: turbo
+                annotations: {numa-agent.io/cpu-class: turbo}
+                containers: [{name: main, cpu: 100m}]
               - name: big
                 containers: [{name: main, cpu: "8", memory: 1Gi}]
               - name: hog
