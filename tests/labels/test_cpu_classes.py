@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from agent.introspect.document import machine_layout
 from agent.labels import node as n
 from agent.labels import numa
 from agent.labels.nrt import node_resource_topology
 from topology.cpuset import CPUSet
+from topology.render import topology_json
 from topology.shapes import shape_machine
 
 # shape -> (node labels about kinds of core, NUMA node 0's labels about them)
@@ -59,3 +61,47 @@ def test_node_resource_topology_zones_list_the_kinds(
 ) -> None:
     obj = node_resource_topology(shape_machine(name), node_name="n", reserved_cpus=CPUSet())
     assert obj["zones"][0].get("attributes") == attributes
+
+
+@pytest.mark.parametrize("name", ["hybrid-desktop", "arm-big-little", "desktop-favoured"])
+def test_every_view_says_the_same_kinds(name: str) -> None:
+    """`topology --json`, NodeResourceTopology, NUMA-node labels and the machine map's
+    layout agree on each node's CPUs of each kind, and on the favoured cores."""
+    machine = shape_machine(name)
+    document = topology_json(machine)
+    nodes = [n for s in document["sockets"] for d in s["dies"] for n in d["numa_nodes"]]
+    from_topology = {n["id"]: n.get("cpu_classes", {}) for n in nodes}
+    obj = node_resource_topology(machine, node_name="n", reserved_cpus=CPUSet())
+    from_nrt = {
+        int(z["name"].removeprefix("node-")): {
+            a["name"].removesuffix("-cpus"): a["value"] for a in z.get("attributes", [])
+        }
+        for z in obj["zones"]
+    }
+    assert from_nrt == from_topology
+    labels = numa.numa_node_labels(machine)
+    for node_id, classes in from_topology.items():
+        counts = {
+            cls: labels[node_id].get(f"numa-agent.io/{cls}-cpus")
+            for cls in ("performance", "efficiency")
+        }
+        want = {cls: str(len(CPUSet.parse(classes[cls]))) if classes else None for cls in counts}
+        assert counts == want
+    layout = machine_layout(machine)
+    cores = [
+        c
+        for s in layout
+        for d in s["dies"]
+        for n in d["numa_nodes"]
+        for g in n["l3_groups"]
+        for c in g["cores"]
+    ]
+    by_class: dict[str, CPUSet] = {}
+    for core in cores:
+        if core["cpu_class"] is not None:
+            by_class[core["cpu_class"]] = by_class.get(core["cpu_class"], CPUSet()) | CPUSet.parse(
+                core["cpus"]
+            )
+    assert {k: str(v) for k, v in by_class.items()} == from_topology[0]
+    favoured = CPUSet().union(*(CPUSet.parse(c["cpus"]) for c in cores if c["favoured"]))
+    assert str(favoured) == document["favoured_cpus"]
