@@ -349,7 +349,8 @@ class Policy:
         2. lower spread skew (ScheduleAnyway constraints, summed);
         3. deeper pool: threads and memory stay close when nothing says otherwise;
         4. shared: less loaded after placement (spreads shared work);
-           exclusive: isolated CPUs when the container prefers them, then fewer newly
+           exclusive: its preferred kind of core on a hybrid machine (performance
+           unless it asked), then isolated CPUs when it prefers them, then fewer newly
            split cores, then fewer free CPUs left over (best fit keeps large holes
            for large requests);
         5. lower pool id: deterministic.
