@@ -29,7 +29,7 @@ from agent.rules import parse_pod_rules
 from agent.workload import QoSClass
 from benchmarks.relay_bench import PY, Process, drive, scratch, start_agent
 from devtools.criclient import CRIClient
-from topology.fakesysfs import write_shape
+from devtools.fakesysfs import write_shape
 
 KIB = 1024
 

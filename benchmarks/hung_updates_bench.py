@@ -36,9 +36,9 @@ from agent.relay.backend import BackendError
 from agent.runtime.inprocess import IN_PROCESS_ENDPOINT, in_process_forward
 from agent.runtime.memory import MemoryRuntime
 from agent.workload import QoSClass
+from devtools.fakesysfs import write_shape
 from proto import cri_pb2
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 
 HUNG = (0, 1, 3, 10)

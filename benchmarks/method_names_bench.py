@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 
 from benchmarks.relay_bench import PY, Process, scratch
-from topology.fakesysfs import write_shape
+from devtools.fakesysfs import write_shape
 
 NAMES = 20_000
 QUICK_NAMES = 200

@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python benchmarks/placement_bench.py [--samples 200]
 
-Machines are fake sysfs trees (topology.fakesysfs) read by the real reader. The
+Machines are fake sysfs trees (devtools.fakesysfs) read by the real reader. The
 workload is a realistic mix: small Burstable and BestEffort containers, Guaranteed
 ones with 1-4 exclusive CPUs, and about half of the pods carrying affinity and
 anti-affinity annotations parsed and evaluated by agent.affinity.
@@ -26,7 +26,8 @@ from agent.policy.policy import Policy
 from agent.policy.request import ContainerRequest, Resources
 from agent.rules import NO_RULES, parse_pod_rules
 from agent.workload import ContainerInfo, PodInfo, QoSClass
-from topology.fakesysfs import MachineSpec, write_sysfs
+from devtools.fakesysfs import write_sysfs
+from topology.shapes import MachineSpec
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

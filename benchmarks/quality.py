@@ -32,7 +32,7 @@ from benchmarks.metrics import (
 )
 from benchmarks.placers import AgentPlacer, FirstFitPlacer, Placer, RandomPlacer
 from benchmarks.scenarios import MACHINE_SPECS, Add, Scenario, suite
-from topology.fakesysfs import write_sysfs
+from devtools.fakesysfs import write_sysfs
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

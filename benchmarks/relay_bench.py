@@ -32,8 +32,8 @@ from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd, missing_prerequisites
 from devtools.criclient import CRIClient
+from devtools.fakesysfs import write_shape
 from devtools.pods import remove_cgroup
-from topology.fakesysfs import write_shape
 
 PY = sys.executable
 READY_TIMEOUT_S = 30.0

@@ -21,7 +21,7 @@ from agent.policy.config import PolicyConfig
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from topology.cpuset import CPUSet
-from topology.fakesysfs import GI, MachineSpec
+from topology.shapes import GI, MachineSpec
 
 # 32 CPUs: 2 sockets x 2 NUMA nodes x 4 cores x 2 threads (the pool tree has 7 pools).
 SMALL = "2s-4numa-32cpu"

@@ -27,7 +27,7 @@ from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from benchmarks.relay_bench import PY, Process, percentile, scratch
 from devtools.criclient import CRIClient, CRIError
-from topology.fakesysfs import write_shape
+from devtools.fakesysfs import write_shape
 
 STREAMS = 200
 SILENT = 100

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import settings
 
 from agent.config import DEFAULT_FEATURE_FILE
-from topology.fakesysfs import write_shape
+from devtools.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -24,7 +24,7 @@ settings.load_profile("numa-agent")
 
 @pytest.fixture(scope="session")
 def machines(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Machine]:
-    """machines("xeon-2s-2numa") -> that shape's Machine (topology.fakesysfs.SHAPES)."""
+    """machines("xeon-2s-2numa") -> that shape's Machine (devtools.fakesysfs.SHAPES)."""
     base = tmp_path_factory.mktemp("shapes")
 
     def get(name: str) -> Machine:

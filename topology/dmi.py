@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from topology.reads import note
+
 DMI_DIR = Path("class") / "dmi" / "id"
 
 
@@ -25,7 +27,9 @@ class Dmi:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(errors="replace").strip()
+        text = path.read_text(errors="replace").strip()
+        note(path)
+        return text
     except OSError:  # missing, or root's (product_uuid) when not root
         return None
 

@@ -16,6 +16,8 @@ from topology.cpuset import CPUSet
 from topology.tree import Machine, NumaNode
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+# Keys of topology_json beyond machine_to_json (besides each NUMA node's labels).
+DISPLAY_ONLY = ("nics", "favoured_cpus", "memory_tiers")
 
 
 def _node_json(node: NumaNode) -> dict[str, Any]:
@@ -78,7 +80,10 @@ def topology_json(
     machine: Machine, numa_labels: Mapping[int, Mapping[str, str]] | None = None
 ) -> dict[str, Any]:
     """The `topology --json` document: `machine_to_json`, each NUMA node's `labels`,
-    and `nics` (interfaces local to a NUMA node, by name)."""
+    `nics` (interfaces local to a NUMA node, by name), `favoured_cpus` (cores
+    that turbo higher than the rest of their class; not a class) and
+    `memory_tiers` (the kernel's, fastest first). None of these is in the
+    fingerprint (DISPLAY_ONLY): placement does not use them."""
     out = machine_to_json(machine)
     labels = numa_labels or {}
     for socket in out["sockets"]:
@@ -86,6 +91,10 @@ def topology_json(
             for node in die["numa_nodes"]:
                 node["labels"] = dict(labels.get(node["id"], {}))
     out["nics"] = [{"name": nic.name, "numa_node": nic.numa_node} for nic in machine.nics]
+    out["favoured_cpus"] = str(machine.favoured_cpus)
+    out["memory_tiers"] = [
+        {"id": tier.id, "nodes": str(CPUSet.of(tier.nodes))} for tier in machine.memory_tiers
+    ]
     return out
 
 
@@ -160,6 +169,13 @@ def render_text(
             f"memory-only node {mem.id}  memory {format_bytes(mem.memory_bytes)}"
             f"  closest CPU node {mem.closest_cpu_node}"
         )
+    if machine.memory_tiers:
+        tiers = ", ".join(
+            f"{tier.id} (nodes {CPUSet.of(tier.nodes)})" for tier in machine.memory_tiers
+        )
+        lines.append(f"memory tiers (fastest first): {tiers}")
+    if machine.favoured_cpus:
+        lines.append(f"favoured cores (turbo higher, same class): {machine.favoured_cpus}")
     if machine.nics:
         nics = ", ".join(f"{nic.name} (node {nic.numa_node})" for nic in machine.nics)
         lines.append(f"network interfaces: {nics}")

@@ -1,9 +1,13 @@
 """Read the machine's topology from a sysfs root into the immutable `Machine` tree.
 
-The root is a parameter (default /sys) so tests and `simulate` read fake trees
-written by `topology.fakesysfs`. Every inconsistency is a `SysfsError` naming
-the file and what was wrong with it. Network interfaces' NUMA locality is read
-here too, once, so nothing above the reader touches sysfs at placement time.
+Reading is two steps: `read_facts` gathers what the files say (the only I/O),
+`assemble` shapes those facts into the tree (pure). `topology.shapes` builds
+the same facts from a compact description, so a simulated machine and a real
+one go through the same assembly. The root is a parameter (default /sys) so
+tests read fake trees (written by `devtools.fakesysfs`) and captured ones.
+Every inconsistency is a `SysfsError` naming the file and what was wrong with
+it. Network interfaces' NUMA locality is read here too, once, so nothing above
+the reader touches sysfs at placement time.
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topology.cpuset import CPUSet, CPUSetError
+from topology.reads import note
 from topology.tree import (
+    EFFICIENCY,
+    PERFORMANCE,
     Core,
     Die,
     L3Group,
     Machine,
     MemoryOnlyNode,
+    MemoryTier,
     NetworkInterface,
     NumaNode,
     Socket,
@@ -29,10 +37,19 @@ from topology.tree import (
 REAL_SYSFS = Path("/sys")
 
 _NODE_DIR = re.compile(r"^node(\d+)$")
+_TIER_DIR = re.compile(r"^memory_tier(\d+)$")
+MEMORY_TIERING = Path("devices") / "virtual" / "memory_tiering"
 _CACHE_DIR = re.compile(r"^index(\d+)$")
 _MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB", re.IGNORECASE)
 # The kernel's scale for cpu_capacity: the biggest core of the machine is 1024.
 CAPACITY_SCALE = 1024
+# A core below this share of the biggest capacity is an efficiency core. Big and LITTLE
+# differ by 2x or more; a phone's mid cores (A715: 84%) are big ones, GB10's A725 (71%) are not;
+# a few percent is a faster part of one design (a favoured core), never a class.
+EFFICIENCY_BELOW = 0.8
+# Intel hybrid parts: the kernel's PMU devices list the CPUs of each kind of core.
+PMU_PERFORMANCE = Path("devices") / "cpu_core" / "cpus"
+PMU_EFFICIENCY = Path("devices") / "cpu_atom" / "cpus"
 
 
 class SysfsError(ValueError):
@@ -43,6 +60,7 @@ class SysfsError(ValueError):
 
 
 def _read(path: Path) -> str:
+    note(path)
     try:
         return path.read_text()
     except OSError as exc:
@@ -59,6 +77,11 @@ def _cpus(path: Path, text: str | None = None) -> CPUSet:
         return CPUSet.parse(raw)
     except CPUSetError as exc:
         raise SysfsError(f"{path}: not a CPU list: {exc}") from exc
+
+
+def _optional_cpus(path: Path) -> CPUSet | None:
+    text = _read_optional(path)
+    return None if text is None else _cpus(path, text)
 
 
 def _int(path: Path) -> int:
@@ -85,7 +108,9 @@ def _memtotal(path: Path) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _Thread:
+class ThreadFacts:
+    """What sysfs says about one online CPU."""
+
     cpu: int
     socket: int
     die: int
@@ -97,7 +122,7 @@ class _Thread:
     max_khz: int | None
 
 
-def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> _Thread:
+def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> ThreadFacts:
     base = cpu_dir / f"cpu{cpu}"
     topo = base / "topology"
     if not topo.is_dir():
@@ -111,7 +136,7 @@ def _read_thread(cpu_dir: Path, cpu: int, online: CPUSet) -> _Thread:
     siblings = _cpus(siblings_file) & online
     if cpu not in siblings:
         raise SysfsError(f"{siblings_file}: does not contain CPU {cpu} itself ({siblings})")
-    return _Thread(
+    return ThreadFacts(
         cpu=cpu,
         socket=socket,
         die=die,
@@ -137,19 +162,21 @@ def _read_l3(cache_dir: Path, online: CPUSet) -> CPUSet | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Node:
+class NodeFacts:
+    """What sysfs says about one online NUMA node."""
+
     id: int
     cpus: CPUSet
     memory_bytes: int
     distances: dict[int, int]
 
 
-def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
+def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[NodeFacts]:
     if not node_dir.is_dir():
         # CONFIG_NUMA=n: one node holding everything; memory from the matching procfs.
         meminfo = root.parent / "proc" / "meminfo"
         memory = _memtotal(meminfo) if meminfo.exists() else 0
-        return [_Node(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
+        return [NodeFacts(id=0, cpus=online, memory_bytes=memory, distances={0: 10})]
     dirs = sorted(
         int(m.group(1)) for p in node_dir.iterdir() if (m := _NODE_DIR.match(p.name)) is not None
     )
@@ -161,7 +188,7 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
     missing = sorted(set(ids) - set(dirs))
     if missing:
         raise SysfsError(f"{online_file}: nodes {missing} are online but have no directory")
-    nodes: list[_Node] = []
+    nodes: list[NodeFacts] = []
     owner: dict[int, int] = {}
     for node_id in ids:
         base = node_dir / f"node{node_id}"
@@ -189,7 +216,7 @@ def _read_nodes(root: Path, node_dir: Path, online: CPUSet) -> list[_Node]:
                 f"({', '.join(map(str, ids))})"
             )
         nodes.append(
-            _Node(
+            NodeFacts(
                 id=node_id,
                 cpus=cpus,
                 memory_bytes=_memtotal(base / "meminfo"),
@@ -223,6 +250,7 @@ def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
         numa_file = entry / "device" / "numa_node"
         try:
             raw = numa_file.read_text().strip()
+            note(numa_file)
         except (FileNotFoundError, NotADirectoryError):
             continue  # no device (virtual), or the interface went away while listed
         except OSError as exc:
@@ -239,24 +267,81 @@ def _read_nics(root: Path) -> tuple[NetworkInterface, ...]:
 # -- assembling the tree ---------------------------------------------------------------
 
 
-def _classify(cores: list[list[_Thread]]) -> dict[int, tuple[str | None, int | None]]:
-    """Per core (by lowest CPU): hybrid class and capacity on the kernel's 0..1024 scale."""
-    out: dict[int, tuple[str | None, int | None]] = {}
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    cpu_class: str | None
+    capacity: int | None
+    favoured: bool
+
+
+def _classes(facts: MachineFacts, cores: list[list[ThreadFacts]]) -> list[str | None]:
+    """Each core's class, from what the kernel says a core is; all None when not hybrid.
+
+    Intel hybrid parts list their kinds of core under devices/cpu_core and
+    devices/cpu_atom; elsewhere (Arm, RISC-V) cpu_capacity tells a small core
+    from a big one. Maximum frequency is never a class: a 10-core desktop whose
+    two best cores turbo 200 MHz higher has ten cores of one kind.
+    """
+    core_pmu, atom_pmu = facts.pmu_performance, facts.pmu_efficiency
+    if core_pmu is not None and atom_pmu is not None and core_pmu and atom_pmu:
+        out: list[str | None] = []
+        for core in cores:
+            first = core[0]
+            if first.cpu in atom_pmu and first.cpu not in core_pmu:
+                out.append(EFFICIENCY)
+            elif first.cpu in core_pmu and first.cpu not in atom_pmu:
+                out.append(PERFORMANCE)
+            else:
+                raise SysfsError(
+                    f"{facts.node_dir.parents[2] / PMU_PERFORMANCE}: CPU {first.cpu} is in "
+                    f"{'both' if first.cpu in core_pmu else 'neither'} of cpu_core "
+                    f"({core_pmu}) and cpu_atom ({atom_pmu})"
+                )
+        return out if len(set(out)) > 1 else [None] * len(cores)
     capacities = [max((t.capacity or 0) for t in core) for core in cores]
-    if all(c > 0 for c in capacities):
-        scores = capacities
-    else:
-        freqs = [max((t.max_khz or 0) for t in core) for core in cores]
-        top = max(freqs, default=0)
-        if top == 0 or not all(f > 0 for f in freqs):
-            return {core[0].cpu: (None, None) for core in cores}
-        scores = [round(CAPACITY_SCALE * f / top) for f in freqs]
-    hybrid = len(set(scores)) > 1
-    best = max(scores)
-    for core, score in zip(cores, scores, strict=True):
-        cls = ("performance" if score == best else "efficiency") if hybrid else None
-        out[core[0].cpu] = (cls, score)
-    return out
+    if not capacities or not all(c > 0 for c in capacities):
+        return [None] * len(cores)
+    top = max(capacities)
+    kinds: list[str | None] = [
+        PERFORMANCE if c >= EFFICIENCY_BELOW * top else EFFICIENCY for c in capacities
+    ]
+    return kinds if EFFICIENCY in kinds else [None] * len(cores)
+
+
+def _favoured(cores: list[list[ThreadFacts]], classes: list[str | None]) -> list[bool]:
+    """Cores that reach a higher maximum frequency than others of their class.
+
+    Read from cpufreq's cpuinfo_max_freq (capacity where no core has one). A class
+    whose cores all reach the same speed has no favoured core.
+    """
+    speeds = [max((t.max_khz or 0) for t in core) for core in cores]
+    if not all(s > 0 for s in speeds):
+        speeds = [max((t.capacity or 0) for t in core) for core in cores]
+        if not all(s > 0 for s in speeds):
+            return [False] * len(cores)
+    top: dict[str | None, int] = {}
+    low: dict[str | None, int] = {}
+    for cls, speed in zip(classes, speeds, strict=True):
+        top[cls] = max(top.get(cls, 0), speed)
+        low[cls] = min(low.get(cls, speed), speed)
+    return [
+        speed == top[cls] and low[cls] < top[cls]
+        for cls, speed in zip(classes, speeds, strict=True)
+    ]
+
+
+def _classify(facts: MachineFacts, cores: list[list[ThreadFacts]]) -> dict[int, _Kind]:
+    """Per core (by lowest CPU): its class, kernel capacity and whether it is favoured."""
+    classes = _classes(facts, cores)
+    favoured = _favoured(cores, classes)
+    return {
+        core[0].cpu: _Kind(
+            cpu_class=cls,
+            capacity=max((t.capacity for t in core if t.capacity is not None), default=None),
+            favoured=fav,
+        )
+        for core, cls, fav in zip(cores, classes, favoured, strict=True)
+    }
 
 
 class _UnionFind:
@@ -275,8 +360,8 @@ class _UnionFind:
             self.parent[self.find(other)] = self.find(items[0])
 
 
-def _build_cores(threads: dict[int, _Thread]) -> list[list[_Thread]]:
-    cores: dict[CPUSet, list[_Thread]] = {}
+def _build_cores(threads: dict[int, ThreadFacts]) -> list[list[ThreadFacts]]:
+    cores: dict[CPUSet, list[ThreadFacts]] = {}
     for thread in threads.values():
         for sibling in thread.siblings:
             other = threads[sibling]
@@ -290,18 +375,21 @@ def _build_cores(threads: dict[int, _Thread]) -> list[list[_Thread]]:
 
 
 def _build_node(
-    node: _Node, cores: list[list[_Thread]], classes: dict[int, tuple[str | None, int | None]]
+    node: NodeFacts,
+    cores: list[list[ThreadFacts]],
+    classes: dict[int, _Kind],
 ) -> NumaNode:
     groups: dict[CPUSet | None, list[Core]] = defaultdict(list)
     for threads in cores:
         first = threads[0]
-        cls, capacity = classes[first.cpu]
+        kind = classes[first.cpu]
         core = Core(
             id=first.cpu,
             cpus=first.siblings,
             core_id=first.core_id,
-            cpu_class=cls,
-            capacity=capacity,
+            cpu_class=kind.cpu_class,
+            capacity=kind.capacity,
+            favoured=kind.favoured,
         )
         # A core's L3 group is its cache's sharers within this node; no L3 file
         # means "the whole node shares whatever there is".
@@ -351,7 +439,7 @@ def _machine_cpus(cpu_dir: Path) -> tuple[CPUSet, CPUSet, CPUSet, CPUSet]:
 
 
 def _nest(
-    cpu_nodes: list[_Node], threads: dict[int, _Thread], built: dict[int, NumaNode]
+    cpu_nodes: list[NodeFacts], threads: dict[int, ThreadFacts], built: dict[int, NumaNode]
 ) -> tuple[Socket, ...]:
     """Sockets -> dies -> the built NUMA nodes, sorted by id.
 
@@ -398,26 +486,71 @@ def _nest(
     return tuple(sorted(renamed, key=lambda s: s.id))
 
 
-def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
-    """Read `<root>/devices/system/{cpu,node}` (and `<root>/class/net`) into a Machine.
+@dataclass(frozen=True, slots=True)
+class MachineFacts:
+    """Everything the tree is built from, as the files said it (or as a description says).
 
-    `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
-    by default only when reading the real /sys, never for fake roots.
+    `node_dir` only names the place in error messages.
     """
+
+    online: CPUSet
+    offline: CPUSet
+    isolated: CPUSet
+    present: CPUSet
+    threads: dict[int, ThreadFacts]
+    nodes: list[NodeFacts]
+    nics: tuple[NetworkInterface, ...]
+    node_dir: Path
+    # Intel hybrid: cpu_core / cpu_atom's CPU lists (None: the kernel has no such device).
+    pmu_performance: CPUSet | None = None
+    pmu_efficiency: CPUSet | None = None
+    memory_tiers: tuple[MemoryTier, ...] = ()
+
+
+def read_facts(root: str | Path = REAL_SYSFS) -> MachineFacts:
+    """Read `<root>/devices/system/{cpu,node}` and `<root>/class/net`: all the I/O."""
     root = Path(root)
     cpu_dir = root / "devices" / "system" / "cpu"
     node_dir = root / "devices" / "system" / "node"
     if not cpu_dir.is_dir():
         raise SysfsError(f"{cpu_dir}: missing (is {root} a sysfs root?)")
     online, offline, isolated, present = _machine_cpus(cpu_dir)
+    return MachineFacts(
+        online=online,
+        offline=offline,
+        isolated=isolated,
+        present=present,
+        threads={cpu: _read_thread(cpu_dir, cpu, online) for cpu in online},
+        nodes=_read_nodes(root, node_dir, online),
+        nics=_read_nics(root),
+        node_dir=node_dir,
+        pmu_performance=_optional_cpus(root / PMU_PERFORMANCE),
+        pmu_efficiency=_optional_cpus(root / PMU_EFFICIENCY),
+        memory_tiers=_read_memory_tiers(root / MEMORY_TIERING),
+    )
 
-    threads = {cpu: _read_thread(cpu_dir, cpu, online) for cpu in online}
-    nodes = _read_nodes(root, node_dir, online)
+
+def _read_memory_tiers(tiering: Path) -> tuple[MemoryTier, ...]:
+    """memory_tier<N>/nodelist, by tier id (Linux 6.1+; none before, or without NUMA)."""
+    if not tiering.is_dir():
+        return ()
+    tiers = []
+    for entry in tiering.iterdir():
+        match = _TIER_DIR.match(entry.name)
+        if match is not None:
+            nodes = _cpus(entry / "nodelist")  # a node list has the CPU list's format
+            tiers.append(MemoryTier(id=int(match.group(1)), nodes=tuple(nodes)))
+    return tuple(sorted(tiers, key=lambda t: t.id))
+
+
+def assemble(facts: MachineFacts, cpu_model: str = "", cpu_flags: tuple[str, ...] = ()) -> Machine:
+    """The Machine tree from its facts; a SysfsError when the facts disagree."""
+    threads, nodes, node_dir = facts.threads, facts.nodes, facts.node_dir
     cores = _build_cores(threads)
-    classes = _classify(cores)
+    classes = _classify(facts, cores)
 
     node_of = {cpu: node.id for node in nodes for cpu in node.cpus}
-    cores_of_node: dict[int, list[list[_Thread]]] = defaultdict(list)
+    cores_of_node: dict[int, list[list[ThreadFacts]]] = defaultdict(list)
     for threads_of_core in cores:
         homes = {node_of[t.cpu] for t in threads_of_core}
         if len(homes) > 1:
@@ -433,24 +566,35 @@ def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None)
     memory_only = tuple(
         _attach(node, cpu_nodes, node_dir) for node in nodes if not node.cpus and node.memory_bytes
     )
-    if cpu_info is None:
-        cpu_info = root == REAL_SYSFS
-    model, flags = _cpu_info() if cpu_info else ("", ())
     return Machine(
         sockets=_nest(cpu_nodes, threads, built),
-        online=online,
-        offline=offline,
-        isolated=isolated,
-        present=present,
+        online=facts.online,
+        offline=facts.offline,
+        isolated=facts.isolated,
+        present=facts.present,
         memory_only_nodes=memory_only,
         distances={n.id: dict(n.distances) for n in nodes},
-        cpu_model=model,
-        cpu_flags=flags,
-        nics=_read_nics(root),
+        cpu_model=cpu_model,
+        cpu_flags=cpu_flags,
+        nics=facts.nics,
+        memory_tiers=facts.memory_tiers,
     )
 
 
-def _attach(node: _Node, cpu_nodes: list[_Node], node_dir: Path) -> MemoryOnlyNode:
+def read_machine(root: str | Path = REAL_SYSFS, *, cpu_info: bool | None = None) -> Machine:
+    """Read `<root>/devices/system/{cpu,node}` (and `<root>/class/net`) into a Machine.
+
+    `cpu_info` fills cpu_model/cpu_flags through py-cpuinfo (about a second);
+    by default only when reading the real /sys, never for fake roots.
+    """
+    facts = read_facts(root)
+    if cpu_info is None:
+        cpu_info = Path(root) == REAL_SYSFS
+    model, flags = _cpu_info() if cpu_info else ("", ())
+    return assemble(facts, model, flags)
+
+
+def _attach(node: NodeFacts, cpu_nodes: list[NodeFacts], node_dir: Path) -> MemoryOnlyNode:
     """A CPU-less node, attached to the CPU node it is closest to (lowest id on a tie)."""
     if not cpu_nodes:
         raise SysfsError(f"{node_dir}: no node has CPUs")

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 
 from topology.cpuset import CPUSet
 
+# The kinds of core a hybrid machine has (Core.cpu_class).
+PERFORMANCE = "performance"
+EFFICIENCY = "efficiency"
+CPU_CLASSES = (PERFORMANCE, EFFICIENCY)
+
 
 @dataclass(frozen=True, slots=True)
 class Core:
@@ -19,7 +24,11 @@ class Core:
 
     `id` is the core's lowest CPU id (sysfs core_id values repeat across
     sockets, so they are kept separately in `core_id`). `cpu_class` is
-    "performance" / "efficiency" on hybrid machines, None elsewhere.
+    "performance" / "efficiency" on hybrid machines (as the kernel tells the
+    kinds of core apart), None elsewhere. `capacity` is the kernel's
+    `cpu_capacity` (0..1024) where it gives one. `favoured` marks a core that
+    turbos higher than the others of its class (Intel Turbo Boost Max 3.0,
+    AMD preferred cores): the same kind of core, a little faster, not a class.
     """
 
     id: int
@@ -27,6 +36,7 @@ class Core:
     core_id: int = 0
     cpu_class: str | None = None
     capacity: int | None = None
+    favoured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,18 @@ class MemoryOnlyNode:
     memory_bytes: int
     closest_cpu_node: int
     distances: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTier:
+    """A kernel memory tier (/sys/devices/virtual/memory_tiering/memory_tier<id>).
+
+    Lower ids are faster: DRAM is usually tier 4, CXL or PMEM memory a higher one.
+    The kernel demotes cold pages down the tiers when reclaim is allowed to.
+    """
+
+    id: int
+    nodes: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +121,9 @@ class Machine:
     local), over all nodes including memory-only ones. `nics` (sorted by name)
     is not part of the topology proper: `topology.render.machine_to_json`, and
     with it the state file's machine fingerprint, leaves it out, so a NIC
-    appearing or going does not make the agent distrust its state.
+    appearing or going does not make the agent distrust its state. Neither are
+    `memory_tiers` (sorted by id; empty where the kernel has none), which are
+    shown, not used for placement.
     """
 
     sockets: tuple[Socket, ...]
@@ -112,6 +136,7 @@ class Machine:
     cpu_model: str = ""
     cpu_flags: tuple[str, ...] = ()
     nics: tuple[NetworkInterface, ...] = ()
+    memory_tiers: tuple[MemoryTier, ...] = ()
 
     @property
     def cpus(self) -> CPUSet:
@@ -133,6 +158,23 @@ class Machine:
     def iter_cores(self) -> Iterator[Core]:
         for group in self.iter_l3_groups():
             yield from group.cores
+
+    @property
+    def hybrid(self) -> bool:
+        """True when the kernel tells two kinds of core apart (performance, efficiency)."""
+        return any(core.cpu_class is not None for core in self.iter_cores())
+
+    def class_cpus(self, cpu_class: str) -> CPUSet:
+        """The online CPUs of cores of `cpu_class` ("performance" or "efficiency").
+
+        Empty on a machine that is not hybrid: there, no core has a class.
+        """
+        return CPUSet().union(*(c.cpus for c in self.iter_cores() if c.cpu_class == cpu_class))
+
+    @property
+    def favoured_cpus(self) -> CPUSet:
+        """CPUs of the favoured cores (see `Core.favoured`); empty when none is."""
+        return CPUSet().union(*(c.cpus for c in self.iter_cores() if c.favoured))
 
     def numa_node(self, node_id: int) -> NumaNode:
         for node in self.iter_numa_nodes():

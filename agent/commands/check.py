@@ -13,7 +13,9 @@ from agent.affinity import AnnotationError, Expression, Operator, Rule, parse_po
 from agent.commands.options import add_config_flags, overrides
 from agent.config import ConfigError, resolve_config
 from agent.manifest import ManifestError, Workload, load_manifests
+from agent.policy.classes import DRAM_FAR, mapping_names, parse_classes
 from agent.policy.config import PolicyConfig
+from agent.policy.errors import InvalidRequest
 from agent.rules import (
     ANNOTATION_AFFINITY,
     ANNOTATION_SPREAD,
@@ -199,7 +201,37 @@ def simulate(
     return run_scenario(scenario, machine)
 
 
-def _report(workload: Workload, findings: Findings, rules: RuleFindings) -> list[str]:
+def check_classes(pod: PodSpec) -> RuleFindings:
+    """The agent's verdict on numa-agent.io/cpu-class and memory-tiers for each container
+    (whether the machine has efficiency cores is known only with --simulate)."""
+    containers = [c.name for c in (*pod.init_containers, *pod.containers)]
+    errors: list[str] = []
+    asked: list[str] = []
+    for name in containers:
+        try:
+            got = parse_classes(pod.annotations, name)
+        except InvalidRequest as err:
+            # The message of the agent's INVALID_ARGUMENT refusal (Policy.place).
+            errors.append(f"cannot place container {name!r} of pod {pod.key}: {err}")
+            continue
+        if got.cpu_class is not None or got.memory_tiers != DRAM_FAR:
+            asked.append(f"{name}: cpu-class {got.cpu_class or 'default'}, {got.memory_tiers}")
+    warnings = [
+        f"{key} names container {name!r}, which this pod does not have "
+        f"(containers: {', '.join(containers)}); it applies to nothing"
+        for key, names in mapping_names(pod.annotations).items()
+        for name in names
+        if name not in containers
+    ]
+    return RuleFindings(tuple(errors), tuple(warnings), "; ".join(asked) or None)
+
+
+def _report(
+    workload: Workload,
+    findings: Findings,
+    rules: RuleFindings,
+    classes: RuleFindings = RuleFindings((), (), None),
+) -> list[str]:
     pod = workload.pod
     what = f"{workload.kind} {pod.key}"
     if workload.kind != "Pod":
@@ -218,9 +250,13 @@ def _report(workload: Workload, findings: Findings, rules: RuleFindings) -> list
     lines.extend(f"  rule of {name}: {rule}" for name, rule in findings.rules)
     if rules.summary is not None:
         lines.append(f"  numa-agent.io rules: {rules.summary}")
-    lines.extend(f"  warning: {w}" for w in (*findings.warnings, *rules.warnings))
-    lines.extend(f"  error: {e}" for e in (*findings.errors, *rules.errors))
-    if not findings.errors and not rules.errors:
+    if classes.summary is not None:
+        lines.append(f"  kinds of core and memory: {classes.summary}")
+    lines.extend(
+        f"  warning: {w}" for w in (*findings.warnings, *rules.warnings, *classes.warnings)
+    )
+    lines.extend(f"  error: {e}" for e in (*findings.errors, *rules.errors, *classes.errors))
+    if not findings.errors and not rules.errors and not classes.errors:
         lines.append("  ok: the agent accepts the annotations for every container")
     return lines
 
@@ -237,8 +273,9 @@ def _check(args: argparse.Namespace) -> int:
     for workload in workloads:
         findings = check_affinities(workload.pod)
         rules = check_rules(workload, config.policy.exclusive_domain_namespaces)
-        failed = failed or bool(findings.errors) or bool(rules.errors)
-        lines.extend(_report(workload, findings, rules))
+        classes = check_classes(workload.pod)
+        failed = failed or bool(findings.errors) or bool(rules.errors) or bool(classes.errors)
+        lines.extend(_report(workload, findings, rules, classes))
     print("\n".join(lines))
     if args.simulate:
         try:
@@ -264,7 +301,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read a Kubernetes manifest (Pod, or the pod template of a Deployment, "
         "StatefulSet, DaemonSet, ReplicaSet or Job) and say whether the agent would accept its "
         "affinity annotations (cri-resource-manager's, numa-agent.io/affinity and "
-        "numa-agent.io/topology-spread-constraints), with the agent's own error messages, and "
+        "numa-agent.io/topology-spread-constraints) and numa-agent.io/cpu-class and "
+        "memory-tiers, with the agent's own error messages, and "
         "warn where the pod spec's own affinity or topologySpreadConstraints names a "
         "numa-agent.io key, which the cluster scheduler does not know. --simulate also places the "
         "pod (every replica) on an empty copy of this machine (or of --sysfs-root) with the "

@@ -69,6 +69,7 @@ class Core:
     id: int
     cpus: tuple[Cpu, ...]
     cpu_class: str | None
+    favoured: bool = False  # turbos higher than its class (older agents: absent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +304,7 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
                                     for cpu in _parse(core["cpus"], f"core {core['id']}")
                                 ),
                                 core.get("cpu_class"),
+                                core.get("favoured") is True,
                             )
                             for core in g["cores"]
                         ),

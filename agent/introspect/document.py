@@ -53,7 +53,12 @@ def _container(p: Placement) -> dict[str, Any]:
 
 
 def _core(core: Core) -> dict[str, Any]:
-    return {"id": core.id, "cpus": str(core.cpus), "cpu_class": core.cpu_class}
+    return {
+        "id": core.id,
+        "cpus": str(core.cpus),
+        "cpu_class": core.cpu_class,
+        "favoured": core.favoured,
+    }
 
 
 def machine_layout(machine: Machine) -> list[dict[str, Any]]:

@@ -321,9 +321,11 @@ def _cores(cores: Sequence[Core], where: str) -> list[str]:
     out = ['<div class="cores">']
     for core in cores:
         threads = ",".join(str(cpu.id) for cpu in core.cpus)
-        kind = f" ({core.cpu_class})" if core.cpu_class else ""
+        kinds = [k for k in (core.cpu_class, "favoured" if core.favoured else None) if k]
+        kind = f" ({', '.join(kinds)})" if kinds else ""
         here = f"core {core.id}{kind}, threads {threads} · {where}"
         cls = "core e" if core.cpu_class == "efficiency" else "core"
+        cls += " f" if core.favoured else ""
         out.append(f'<div class="{cls}" title="{_e(here)}">')
         out.extend(_cpu(cpu, here, column) for column, cpu in enumerate(core.cpus, 1))
         out.extend(_labels(core.cpus))

@@ -34,6 +34,7 @@ p{margin:0 0 4px;overflow-wrap:anywhere}
 .core{display:grid;grid-template-rows:13px 23px;grid-auto-columns:54px;gap:0 1px;padding:1px;
 border:1px solid #444;border-radius:3px;background:#fff}
 .core.e{border-style:dashed}
+.core.f{border-width:2px}
 .cpu{grid-row:1/3;width:54px;height:36px;padding:1px 3px;overflow:hidden;font-size:10px;
 line-height:11px;font-weight:bold;border-radius:2px}
 .cpu i{display:block;font-style:normal;font-weight:normal;white-space:nowrap;overflow:hidden;

@@ -7,7 +7,7 @@ so `numa-agent labels` and the daemon's feature file print the same thing.
 from __future__ import annotations
 
 from agent.labels import PREFIX
-from topology.tree import Machine
+from topology.tree import EFFICIENCY, PERFORMANCE, Machine
 
 SOCKETS = PREFIX + "sockets"
 NUMA_NODES = PREFIX + "numa-nodes"
@@ -19,6 +19,11 @@ L3_GROUPS = PREFIX + "l3-groups"
 ISOLATED_CPUS = PREFIX + "isolated-cpus"
 VIRTUAL = PREFIX + "virtual"
 PHYSICAL_HOST = PREFIX + "physical-host"
+# Hybrid machines only: how many cores of each kind the kernel reports.
+PERFORMANCE_CORES = PREFIX + "performance-cores"
+EFFICIENCY_CORES = PREFIX + "efficiency-cores"
+# Only where some cores turbo higher than the rest of their class.
+FAVOURED_CORES = PREFIX + "favoured-cores"
 
 
 def node_labels(
@@ -30,6 +35,8 @@ def node_labels(
     NUMA nodes with CPUs); `smt` is "true" when any core has two threads online;
     `isolated-cpus` counts online isolated CPUs. `virtual` (None: DMI unreadable)
     and `physical_host` (the hash; None: no source) are left out when unknown.
+    `performance-cores` / `efficiency-cores` are there only on hybrid machines,
+    `favoured-cores` only when some core turbos higher than its class.
     """
     cores = list(machine.iter_cores())
     labels = {
@@ -42,6 +49,12 @@ def node_labels(
         L3_GROUPS: str(len(list(machine.iter_l3_groups()))),
         ISOLATED_CPUS: str(len(machine.isolated & machine.cpus)),
     }
+    if machine.hybrid:
+        labels[PERFORMANCE_CORES] = str(sum(c.cpu_class == PERFORMANCE for c in cores))
+        labels[EFFICIENCY_CORES] = str(sum(c.cpu_class == EFFICIENCY for c in cores))
+    favoured = sum(c.favoured for c in cores)
+    if favoured:
+        labels[FAVOURED_CORES] = str(favoured)
     if virtual is not None:
         labels[VIRTUAL] = str(virtual).lower()
     if physical_host is not None:

@@ -6,8 +6,10 @@ Each zone has `cpu` and `memory` with capacity (what the node has), allocatable
 running agent's containers take, `agent.labels.usage`; = allocatable without
 it), and costs from the SLIT distances to every zone, itself included. Memory
 is the node's own plus the CPU-less memory nodes attached to it, the memory a
-container placed there gets. The agent does not align to kubelet's Topology
-Manager, so the policy is "None" and the scope "container".
+container placed there gets. On hybrid machines a zone's `attributes` list its
+`performance-cpus` and `efficiency-cpus` (CPU lists, as the kernel classes
+the cores). The agent does not align to kubelet's Topology Manager, so the
+policy is "None" and the scope "container".
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from agent.labels.usage import NodeUse, node_memory
 from topology.cpuset import CPUSet
-from topology.tree import Machine
+from topology.tree import CPU_CLASSES, Machine
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"
@@ -57,30 +59,34 @@ def node_resource_topology(
         cpu_capacity = 1000 * len(node.cpus)
         cpu_allocatable = 1000 * len(node.cpus - reserved_cpus)
         memory = node_memory(machine, node.id)
-        zones.append(
-            {
-                "name": zone_name(node.id),
-                "type": ZONE_TYPE,
-                "costs": [
-                    {"name": zone_name(other.id), "value": machine.distance(node.id, other.id)}
-                    for other in sorted(nodes, key=lambda n: n.id)
-                ],
-                "resources": [
-                    _resource(
-                        "cpu",
-                        cpu_quantity(cpu_capacity),
-                        cpu_quantity(cpu_allocatable),
-                        cpu_quantity(max(cpu_allocatable - taken.cpu_milli, 0)),
-                    ),
-                    _resource(
-                        "memory",
-                        memory_quantity(memory),
-                        memory_quantity(memory),
-                        memory_quantity(max(memory - taken.memory_bytes, 0)),
-                    ),
-                ],
-            }
-        )
+        zone: dict[str, Any] = {
+            "name": zone_name(node.id),
+            "type": ZONE_TYPE,
+            "costs": [
+                {"name": zone_name(other.id), "value": machine.distance(node.id, other.id)}
+                for other in sorted(nodes, key=lambda n: n.id)
+            ],
+            "resources": [
+                _resource(
+                    "cpu",
+                    cpu_quantity(cpu_capacity),
+                    cpu_quantity(cpu_allocatable),
+                    cpu_quantity(max(cpu_allocatable - taken.cpu_milli, 0)),
+                ),
+                _resource(
+                    "memory",
+                    memory_quantity(memory),
+                    memory_quantity(memory),
+                    memory_quantity(max(memory - taken.memory_bytes, 0)),
+                ),
+            ],
+        }
+        if machine.hybrid:
+            zone["attributes"] = [
+                {"name": f"{cls}-cpus", "value": str(node.cpus & machine.class_cpus(cls))}
+                for cls in CPU_CLASSES
+            ]
+        zones.append(zone)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from agent.kube.names import label_key_problem
 from agent.labels import PREFIX
-from topology.tree import Machine
+from topology.tree import EFFICIENCY, PERFORMANCE, Machine
 
 NUMA = PREFIX + "numa"
 SOCKET = PREFIX + "socket"
@@ -22,6 +22,9 @@ DIE = PREFIX + "die"
 CPUS = PREFIX + "cpus"
 MEMORY_MIB = PREFIX + "memory-mib"
 NET_PREFIX = PREFIX + "net."
+# Hybrid machines only: the node's online CPUs of each kind of core (counts).
+PERFORMANCE_CPUS = PREFIX + "performance-cpus"
+EFFICIENCY_CPUS = PREFIX + "efficiency-cpus"
 
 MIB = 1024 * 1024
 
@@ -41,6 +44,9 @@ def numa_node_labels(
       die's index in the machine (unique across sockets, see DIE);
     - `cpus`: its online CPUs (a count); `memory-mib`: its own memory in MiB
       (CPU-less memory nodes attached to it are not counted);
+    - on hybrid machines, `performance-cpus` / `efficiency-cpus`: how many of
+      its online CPUs are on cores of each kind (so a rule can ask for a node
+      that has efficiency cores);
     - `net.<interface>`: "true" for each NIC whose PCI device reports this node
       (names that cannot form a label key are skipped);
     - then `operator_labels[node]`, already validated (parse_numa_labels); nodes
@@ -48,6 +54,8 @@ def numa_node_labels(
       reports them). The agent's labels win over an operator label of the same key.
     """
     extra = operator_labels or {}
+    hybrid = machine.hybrid
+    performance, efficiency = machine.class_cpus(PERFORMANCE), machine.class_cpus(EFFICIENCY)
     out: dict[int, Mapping[str, str]] = {}
     dies = ((socket, die) for socket in machine.sockets for die in socket.dies)
     for die_index, (socket, die) in enumerate(dies):  # the order of Machine.iter_dies()
@@ -59,6 +67,9 @@ def numa_node_labels(
                 CPUS: str(len(node.cpus)),
                 MEMORY_MIB: str(node.memory_bytes // MIB),
             }
+            if hybrid:
+                own[PERFORMANCE_CPUS] = str(len(node.cpus & performance))
+                own[EFFICIENCY_CPUS] = str(len(node.cpus & efficiency))
             for interface in machine.nics_on(node.id):
                 key = net_label(interface)
                 if key is not None:

@@ -1,6 +1,7 @@
 """Placement requests from what the agent knows of a container: its resources and
 its pod's annotations parsed into affinity rules.
 
+Also the cpu-class and memory-tiers annotations (agent.policy.classes).
 Strict when kubelet creates the container (a bad annotation refuses it), lenient
 when the agent itself re-places a container that already runs (a restart or a
 resize must not fail over an annotation that was accepted before).
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.affinity import AnnotationError, Rule, effective_affinity, parse_pod_affinities
+from agent.policy.classes import ContainerClasses, parse_classes
+from agent.policy.errors import InvalidRequest
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
 from agent.rules import NO_RULES, PodRules, RuleError, parse_pod_rules
 from agent.workload import ContainerInfo
@@ -33,8 +36,26 @@ def request_for(
     resources: Resources,
     rules: Sequence[Rule],
     pod: PodRules = NO_RULES,
+    *,
+    strict: bool = True,
 ) -> ContainerRequest:
-    return ContainerRequest(key, info, resources, _affinity(info, tuple(rules)), pod)
+    """The request; with `strict`, a bad cpu-class / memory-tiers annotation makes it
+    one the policy refuses (INVALID_ARGUMENT), else such an annotation is ignored."""
+    invalid = None
+    try:
+        asked = parse_classes(info.pod.annotations, info.name)
+    except InvalidRequest as err:
+        asked, invalid = ContainerClasses(), (str(err) if strict else None)
+    return ContainerRequest(
+        key,
+        info,
+        resources,
+        _affinity(info, tuple(rules)),
+        pod,
+        cpu_class=asked.cpu_class,
+        memory_tiers=asked.memory_tiers,
+        invalid=invalid,
+    )
 
 
 def running_request(key: str, info: ContainerInfo, resources: Resources) -> ContainerRequest:
@@ -47,7 +68,7 @@ def running_request(key: str, info: ContainerInfo, resources: Resources) -> Cont
         pod = pod_rules(info)
     except RuleError:
         pod = NO_RULES
-    return request_for(key, info, resources, rules, pod)
+    return request_for(key, info, resources, rules, pod, strict=False)
 
 
 def _affinity(info: ContainerInfo, rules: tuple[Rule, ...]) -> AffinityFn | None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.policy.accounting import PoolState
+from agent.policy.classes import EVERYWHERE, shared_class_short, word
 from agent.policy.constraints import Evaluation, Required
 from agent.policy.cpus import pick_exclusive
 from agent.policy.explain import Candidate
@@ -144,6 +145,8 @@ class Chooser:
     ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self.memory_short(state, need) or state.short_of_milli(need.milli_cpu, shared)
+        if reason is None and self.ledger.classes.required(need.cpu_class) != EVERYWHERE:
+            reason = self.class_short(state, need, shared)
         if reason is not None:
             return reason
         occupied = pool.cpus.mask
@@ -192,8 +195,12 @@ class Chooser:
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
         missed = int(need.isolated and not isolated)
-        rank = (-score, 0, -pool.depth, (missed, split, left), pool.index)
+        # Off the preferred kind of core (hybrid, performance by default): after every
+        # pool where it stays on them.
+        off_class = self.ledger.classes.missed(need.cpu_class, pick)
+        rank = (-score, 0, -pool.depth, (off_class, missed, split, left), pool.index)
         kind = "isolated, " if isolated else ""
+        kind += "off its preferred kind of core, " if off_class else ""
         where = "" if home == pool.index else f"in {self.ledger.pools[home].name}, "
         detail = f"{where}{kind}splits {split} cores, leaves {left} free"
         return Candidate(pool, score, rank, detail, pick, home, notes, pick)
@@ -251,24 +258,25 @@ class Chooser:
 
     def exclusive_short(self, pool: Pool, need: Need) -> str | None:
         ordinary, isolated = self.exclusive_free(need)
-        mask = pool.cpus.mask
+        mask = pool.cpus.mask & self.ledger.classes.required(need.cpu_class)
         count = (mask & ordinary).bit_count()
         if count >= need.exclusive_cpus or (mask & isolated).bit_count() >= need.exclusive_cpus:
             return None
-        return f"{count} free exclusive CPUs"
+        return f"{count} free exclusive{word(need.cpu_class)} CPUs"
 
     def pick(self, pool: Pool, need: Need, within: int = -1) -> tuple[int, bool, int, int] | str:
         """Exclusive CPUs in the pool (and `within`) and what taking them costs, or why
         it is not allowed."""
         ordinary, isolated = self.exclusive_free(need)
         mask = pool.cpus.mask & within
+        mask &= self.ledger.classes.for_pick(need.cpu_class, need.exclusive_cpus, mask & ordinary)
         # Isolated CPUs when the container wants them and the pool has enough;
         # never a mix, which would put part of it under the scheduler and part not.
         use_isolated = (mask & isolated).bit_count() >= need.exclusive_cpus
         free = isolated if use_isolated else ordinary
         pick = pick_exclusive(pool.layout, free & mask, need.exclusive_cpus, self.distance)
         if pick is None:
-            return f"{(free & mask).bit_count()} free exclusive CPUs"
+            return f"{(free & mask).bit_count()} free exclusive{word(need.cpu_class)} CPUs"
         reason = self.starves_shared(pick.mask)
         if reason is not None:
             return reason
@@ -282,6 +290,19 @@ class Chooser:
         )
         if shared == 0:
             return "would take the machine's last shared CPU (one always stays shared)"
+        # Shared containers that asked a kind of core keep one of its CPUs (hybrid only).
+        classes = self.ledger.classes
+        for key, record in self.ledger.records.items() if classes.hybrid else ():
+            needs_class = classes.required(record.need.cpu_class)
+            if record.pool is None or record.exclusive or needs_class == EVERYWHERE:
+                continue
+            if key in self.ledger.held:
+                continue  # exited: nothing runs there
+            if record.pool.cpus.mask & taking and not record.pool.cpus.mask & shared & needs_class:
+                return (
+                    f"would leave {record.key} (shared, {record.need.cpu_class} cores) "
+                    f"no shared {record.need.cpu_class} CPU in {record.pool.name}"
+                )
         for state in self.ledger.states:
             if not state.pool.cpus.mask & taking:
                 continue
@@ -292,6 +313,20 @@ class Chooser:
                     f"{state.shared_milli}m of shared containers"
                 )
         return None
+
+    def class_short(self, state: PoolState, need: Need, shared: int) -> str | None:
+        """Why a shared container asking for a kind of core has no room for it here."""
+        wanted = self.ledger.classes.required(need.cpu_class)
+        used: dict[int, int] = {}
+        for record in self.ledger.records.values():
+            if record.pool is None or record.exclusive or record.need.cpu_class != need.cpu_class:
+                continue
+            for index in (record.pool.index, *record.pool.ancestors):
+                used[index] = used.get(index, 0) + record.need.milli_cpu
+        lineage = [
+            (q.pool.index, (q.pool.cpus.mask & shared & wanted).bit_count()) for q in state.lineage
+        ]
+        return shared_class_short(lineage, used, need.milli_cpu, str(need.cpu_class))
 
     def distance(self, a: int, b: int) -> float:
         return (self.machine.distance(a, b) + self.machine.distance(b, a)) / 2

@@ -33,7 +33,12 @@ RULES_EXCLUSIVE = (
     "lower pool id",
 )
 # The parts of rule 3 for exclusive containers, in order.
-FRAGMENTATION = ("isolated CPUs as preferred", "fewer newly split cores", "best fit")
+FRAGMENTATION = (
+    "its preferred kind of core",
+    "isolated CPUs as preferred",
+    "fewer newly split cores",
+    "best fit",
+)
 MAX_LISTED = 12
 MAX_NOTES = 6
 # Candidates whose rule notes are shown: the winner and the runner-up it beat.

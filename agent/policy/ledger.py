@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.policy.accounting import PoolState, pool_states
+from agent.policy.classes import DRAM, CpuClasses
 from agent.policy.config import PolicyConfig
 from agent.policy.domains import Topology, machine_topology
 from agent.policy.errors import PlacementError
@@ -72,6 +73,7 @@ class Ledger:
         self.reserved = config.reserved_cpus.mask
         self.isolated = machine.isolated.mask & self.online
         self.node_masks = [(n.id, n.cpus.mask) for n in machine.iter_numa_nodes()]
+        self.classes = CpuClasses.of(machine)  # hybrid machines' kinds of core
         self.memory_known = any(n.memory_bytes for n in machine.iter_numa_nodes())
         self.reserved_mems = self.mems_of_cpus(self.reserved)
         self.topology: Topology = machine_topology(machine)
@@ -134,7 +136,7 @@ class Ledger:
             state.pods[container.pod.uid] += 1
             state.namespaces[container.namespace] += 1
         self.taken |= exclusive
-        cpus, mems = self.cpusets(record.pool, exclusive)
+        cpus, mems = self.cpusets(record.pool, exclusive, record.need)
         record = record.with_cpusets(cpus, mems)
         self.records[key] = record
         self.occupancy.add(
@@ -193,13 +195,18 @@ class Ledger:
             keys.extend(self.reserved_keys)  # they run on the machine's shared CPUs
         # Every shared container of a pool has the pool's cpusets: compute them once
         # per pool, not once per container (hundreds share the large pools).
-        per_pool: dict[int, tuple[CPUSet, CPUSet]] = {}
+        per_pool: dict[tuple[int, str | None, str], tuple[CPUSet, CPUSet]] = {}
         for key in keys:
             record = self.records[key]
-            index = -1 if record.pool is None else record.pool.index
+            need = record.need
+            index = (
+                -1 if record.pool is None else record.pool.index,
+                need.cpu_class,
+                need.memory_tiers,
+            )
             cpusets = per_pool.get(index)
             if cpusets is None:
-                cpusets = per_pool[index] = self.cpusets(record.pool, 0)
+                cpusets = per_pool[index] = self.cpusets(record.pool, 0, need)
             cpus, mems = cpusets
             if cpus != record.cpus or mems != record.mems:
                 self._orig.setdefault(key, (record.cpus, record.mems))
@@ -215,27 +222,35 @@ class Ledger:
         self._orig = {}
         return tuple(out)
 
-    def cpusets(self, pool: Pool | None, exclusive: int) -> tuple[CPUSet, CPUSet]:
-        """The cpusets a container in `pool` (holding `exclusive`) should have now."""
+    def cpusets(
+        self, pool: Pool | None, exclusive: int, need: Need | None = None
+    ) -> tuple[CPUSet, CPUSet]:
+        """The cpusets a container in `pool` (holding `exclusive`) should have now; `need`
+        says the kind of core (shared) and memory tiers it asked for."""
+        far = need is None or need.memory_tiers != DRAM
         if pool is None:
             cpus = self.reserved or self.shared_mask()
             mems = self.reserved_mems if self.reserved else self.tree.root.mems
         elif exclusive:
             cpus = exclusive
-            mems = self.mems_of_cpus(exclusive)
+            mems = self.mems_of_cpus(exclusive, far)
         else:
             cpus = pool.cpus.mask & self.shared_mask()
-            mems = pool.mems
+            if need is not None:
+                cpus &= self.classes.required(need.cpu_class)
+            mems = pool.mems if far else CPUSet.of(pool.numa_nodes)
         return (
             CPUSet(cpus) if self.config.pin_cpus else CPUSet(),
             mems if self.config.pin_memory else CPUSet(),
         )
 
-    def mems_of_cpus(self, mask: int) -> CPUSet:
+    def mems_of_cpus(self, mask: int, far: bool = True) -> CPUSet:
+        """The NUMA nodes of `mask`'s CPUs, with the memory-only nodes attached to them
+        unless `far` is False (memory-tiers: dram)."""
         ids: list[int] = []
         for node, node_mask in self.node_masks:
             if node_mask & mask:
-                ids.extend(self.machine.memory_nodes_for(node))
+                ids.extend(self.machine.memory_nodes_for(node) if far else (node,))
         return CPUSet.of(ids)
 
     def shared_mask(self) -> int:
@@ -287,7 +302,7 @@ class Ledger:
                     memory_used[q.pool.index] += record.need.memory_bytes
             if key in self.held:
                 continue  # exited: its cpusets are what it had; nobody runs on them
-            expected = self.cpusets(record.pool, exclusive)
+            expected = self.cpusets(record.pool, exclusive, record.need)
             assert (record.cpus, record.mems) == expected, f"{key}: cpusets out of date"
             if self.config.pin_cpus and not exclusive:
                 cpus = record.cpus.mask

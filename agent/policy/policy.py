@@ -257,6 +257,7 @@ class Policy:
         """The new record (keeping the explanation's summary) and the whole explanation."""
         ledger = self._ledger
         need = classify(request, self.config)
+        ledger.classes.check(need.cpu_class, request.container.who)
         if need.kind is CpuKind.RESERVED:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"

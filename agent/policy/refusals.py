@@ -3,6 +3,7 @@ the pod rules. Pure string building from the chooser's ranking and the ledger.""
 
 from __future__ import annotations
 
+from agent.policy.classes import word
 from agent.policy.constraints import Required
 from agent.policy.ledger import Ledger
 from agent.policy.pools import Pool
@@ -24,18 +25,18 @@ def exhausted(
     memory = f" with {format_bytes(need.memory_bytes)} of memory" if need.memory_bytes else ""
     if need.kind is CpuKind.EXCLUSIVE:
         ordinary, isolated = free
-        mask = ordinary | isolated
+        mask = (ordinary | isolated) & ledger.classes.required(need.cpu_class)
         per_node = max((mask & m).bit_count() for _, m in ledger.node_masks)
         text = (
-            f"requested {need.exclusive_cpus} exclusive CPUs{memory}, at most {per_node} "
-            f"free in any NUMA node; {mask.bit_count()} free in total"
+            f"requested {need.exclusive_cpus} exclusive{word(need.cpu_class)} CPUs{memory}, "
+            f"at most {per_node} free in any NUMA node; {mask.bit_count()} free in total"
         )
     else:
         shared = ledger.shared_mask()
         best = max(state.free_milli(shared) for state in ledger.states)
         text = (
-            f"requested {need.milli_cpu}m of shared CPU{memory}, at most {max(best, 0)}m "
-            "free in any pool"
+            f"requested {need.milli_cpu}m of shared{word(need.cpu_class)} CPU{memory}, "
+            f"at most {max(best, 0)}m free in any pool"
         )
     if root is not None:
         text += f"; machine: {root}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agent.kubelet import quota_to_milli_cpu, shares_to_milli_cpu
+from agent.policy.classes import DRAM_FAR
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest
 from agent.rules import NO_RULES, PodRules
@@ -51,6 +52,11 @@ class ContainerRequest:
     resources: Resources
     affinity: AffinityFn | None = None  # None: no affinity rules at all (fast path)
     rules: PodRules = NO_RULES  # the pod's numa-agent.io rules (pod and node affinity, spread)
+    # numa-agent.io/cpu-class and memory-tiers (agent.policy.classes), parsed at the edge;
+    # `invalid` says why they could not be (classify refuses the request with it).
+    cpu_class: str | None = None
+    memory_tiers: str = DRAM_FAR
+    invalid: str | None = None
 
 
 class CpuKind(StrEnum):
@@ -69,6 +75,8 @@ class Need:
     memory_bytes: int  # accounted against the pool's NUMA nodes (Guaranteed limits)
     isolated: bool  # an exclusive container that may (and prefers to) use isolated CPUs
     why: str  # one line for explanations
+    cpu_class: str | None = None  # the class asked for (agent.policy.classes); None: not asked
+    memory_tiers: str = DRAM_FAR
 
     def describe(self) -> str:
         if self.kind is CpuKind.EXCLUSIVE:
@@ -98,6 +106,8 @@ def annotation_flag(annotations: Mapping[str, str], prefix: str, container: str)
 def classify(request: ContainerRequest, config: PolicyConfig) -> Need:
     """Exclusive, shared or reserved, and the amounts to account."""
     container = request.container
+    if request.invalid is not None:
+        raise InvalidRequest(request.invalid)
     res = request.resources
     milli = milli_cpu_request(res)
     limit = milli_cpu_limit(res)
@@ -110,7 +120,16 @@ def classify(request: ContainerRequest, config: PolicyConfig) -> Need:
     annotations = container.pod.annotations
     whole = guaranteed and milli >= 1000 and milli % 1000 == 0 and limit == milli
     if whole and annotation_flag(annotations, PREFER_SHARED, container.name):
-        return Need(CpuKind.SHARED, 0, milli, memory, False, "Guaranteed but prefers shared CPUs")
+        return Need(
+            CpuKind.SHARED,
+            0,
+            milli,
+            memory,
+            False,
+            "Guaranteed but prefers shared CPUs",
+            request.cpu_class,
+            request.memory_tiers,
+        )
     if whole:
         asked = annotation_flag(annotations, PREFER_ISOLATED, container.name)
         isolated = asked if asked is not None else config.isolated_for_exclusive
@@ -122,8 +141,12 @@ def classify(request: ContainerRequest, config: PolicyConfig) -> Need:
             memory,
             isolated,
             f"Guaranteed with {count} whole CPUs",
+            request.cpu_class,
+            request.memory_tiers,
         )
     why = f"{container.qosclass} with {milli}m request"
     if guaranteed:
         why += " (not whole CPUs)"
-    return Need(CpuKind.SHARED, 0, milli, memory, False, why)
+    return Need(
+        CpuKind.SHARED, 0, milli, memory, False, why, request.cpu_class, request.memory_tiers
+    )

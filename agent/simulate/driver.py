@@ -30,6 +30,7 @@ from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
 from agent.runtime.inprocess import dispatch, in_process_forward
 from agent.runtime.memory import MemoryRuntime
+from agent.scratch import FAST_TMP
 from agent.simulate.machine import load_machine
 from agent.simulate.scenario import (
     ContainerSpec,
@@ -46,7 +47,6 @@ from agent.simulate.scenario import (
 from agent.state.store import StateStore
 from agent.workload import ContainerInfo
 from proto import cri_pb2
-from topology.fakesysfs import FAST_TMP
 from topology.tree import Machine
 
 RUNTIME = "/runtime.v1.RuntimeService/"

@@ -1,12 +1,9 @@
-"""The simulated machine: every topology form goes through the real sysfs reader.
-
-A compact description or a named shape is written as a fake sysfs tree into a
-temporary directory first, so simulate sees exactly what the agent would read.
+"""The simulated machine: a named shape or a compact description is built directly
+(`topology.shapes`); a sysfs tree (captured or written) goes through the real reader.
 """
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from agent.simulate.scenario import (
@@ -15,7 +12,7 @@ from agent.simulate.scenario import (
     SysfsTopology,
     Topology,
 )
-from topology.fakesysfs import FAST_TMP, SHAPES, write_sysfs
+from topology.shapes import SHAPES, MachineSpecError, build_machine
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import Machine
 
@@ -28,8 +25,10 @@ def load_machine(topology: Topology) -> Machine:
         spec, where = SHAPES[topology.name], "topology.shape"
     else:
         spec, where = topology.spec, "topology"
-    with tempfile.TemporaryDirectory(prefix="numa-agent-simulate-", dir=FAST_TMP) as tmp:
-        return _read(write_sysfs(spec, Path(tmp)), where)
+    try:
+        return build_machine(spec)
+    except (SysfsError, MachineSpecError) as exc:
+        raise ScenarioError(f"{where}: {exc}") from exc
 
 
 def _read(root: Path, where: str) -> Machine:

@@ -18,7 +18,7 @@ from typing import Any
 from agent.policy.config import ConfigError, PolicyConfig
 from agent.workload import QoSClass
 from agent.yamlfile import YamlFileError, read_yaml_file
-from topology.fakesysfs import SHAPES, MachineSpec, MachineSpecError, parse_quantity
+from topology.shapes import SHAPES, MachineSpec, MachineSpecError, parse_quantity
 
 # uuid5 namespace for pod UIDs generated from "namespace/name": stable across runs.
 POD_UID_NAMESPACE = uuid.UUID("8f5d2a9e-4c1b-5e7a-9b3d-6a0f1e2c3d4b")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from devtools.fakesysfs import write_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 PODS = Path(__file__).resolve().parents[2] / "examples" / "pods"
 AFF = "cri-resource-manager.intel.com/affinity"

@@ -39,9 +39,9 @@ from agent.state.writer import StateWriter
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime
+from devtools.fakesysfs import write_shape
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
-from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -84,6 +84,12 @@ def refusals(machine: Machine) -> list[str]:
                 annotations:
                   prefer-shared-cpus.cri-resource-manager.intel.com/container.main: maybe
                 containers: [{name: main, cpu: "1", memory: 1Gi}]
+              - name: little
+                annotations: {numa-agent.io/cpu-class: efficiency}
+                containers: [{name: main, cpu: "1", memory: 1Gi}]
+              - name: turbo
+                annotations: {numa-agent.io/cpu-class: turbo}
+                containers: [{name: main, cpu: 100m}]
               - name: big
                 containers: [{name: main, cpu: "8", memory: 1Gi}]
               - name: hog

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from topology.fakesysfs import FAST_TMP, write_shape
+from devtools.fakesysfs import FAST_TMP, write_shape
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

@@ -13,7 +13,7 @@ import yaml
 from agent.cli import main
 from agent.labels.nfd import HEADER, parse_feature_file
 from agent.labels.node import PHYSICAL_HOST, VIRTUAL
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 
 NO_AGENT = "/tmp/numa-agent-labels-test-no-agent.sock"
 

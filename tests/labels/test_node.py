@@ -15,7 +15,7 @@ from agent.labels.nfd import feature_file_text, parse_feature_file
 from agent.labels.sources import current_node_labels
 from topology.cpuset import CPUSet
 from topology.dmi import read_dmi
-from topology.fakesysfs import SHAPES, MachineSpec, cpu_layout
+from topology.shapes import SHAPES, MachineSpec, cpu_layout
 from topology.tree import Machine
 
 # DMI of each shape: the virtual label (None: absent) and whether physical-host is there.
@@ -28,6 +28,8 @@ HOST: dict[str, tuple[str | None, bool]] = {
     "isolated-offline": ("true", False),  # a KVM guest: DMI names the VM, not its host
     "cxl-memory-only": ("false", True),
     "hybrid-desktop": ("false", False),  # placeholder product_uuid
+    "desktop-favoured": (None, False),
+    "arm-big-little": (None, False),
 }
 
 
@@ -35,7 +37,7 @@ def expected_counts(spec: MachineSpec) -> dict[str, str]:
     """What the labels must say, from the description the fake tree was written from."""
     online = CPUSet.range(0, spec.cpu_count - 1) - spec.offline
     cores = [c for c in cpu_layout(spec) if CPUSet.of(c.cpus) & online]
-    return {
+    out = {
         n.SOCKETS: str(spec.sockets),
         n.NUMA_NODES: str(spec.cpu_node_count),
         n.MEMORY_ONLY_NODES: str(spec.memory_only_nodes),
@@ -45,6 +47,13 @@ def expected_counts(spec: MachineSpec) -> dict[str, str]:
         n.L3_GROUPS: str(spec.cpu_node_count * max(spec.l3_per_numa, 1)),
         n.ISOLATED_CPUS: str(len(spec.isolated & online)),
     }
+    # Kinds of core where the kernel tells them apart (cpu_core/cpu_atom, capacity).
+    if spec.efficiency_cores_per_numa and spec.hybrid_signal != "cpufreq":
+        out[n.PERFORMANCE_CORES] = str(sum(not c.efficiency for c in cores))
+        out[n.EFFICIENCY_CORES] = str(sum(c.efficiency for c in cores))
+    if spec.favoured_cores_per_numa:
+        out[n.FAVOURED_CORES] = str(sum(c.favoured for c in cores))
+    return out
 
 
 def labels_of(name: str, root: Path, machine: Machine, **settings: str) -> dict[str, str]:

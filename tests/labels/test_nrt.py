@@ -24,7 +24,7 @@ from agent.runtime.memory import MemoryRuntime
 from agent.workload import QoSClass
 from tests.node.conftest import InProcessKubelet
 from topology.cpuset import CPUSet
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 from topology.tree import Machine
 
 # The CRD's quantity pattern (k8s.io/apimachinery resource.Quantity, as the CRD

@@ -9,7 +9,7 @@ import pytest
 
 from agent.kube.names import label_key_problem, label_value_problem
 from agent.labels.numa import CPUS, DIE, MEMORY_MIB, NET_PREFIX, NUMA, SOCKET, numa_node_labels
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 from topology.tree import Machine, NetworkInterface
 
 SHAPE_NAMES = sorted(SHAPES)

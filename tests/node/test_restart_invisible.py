@@ -29,9 +29,10 @@ from agent.runtime.memory import MemoryRuntime
 from agent.state.store import StateStore
 from agent.workload import QoSClass
 from devtools.criclient import CRIError
+from devtools.fakesysfs import FAST_TMP
 from proto import cri_pb2
 from tests.node.conftest import InProcessKubelet
-from topology.fakesysfs import FAST_TMP, SHAPES
+from topology.shapes import SHAPES
 from topology.tree import Machine
 
 PODS = tuple(f"p{i}" for i in range(8))

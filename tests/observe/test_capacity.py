@@ -7,7 +7,7 @@ from pathlib import Path
 from agent.policy.policy import Policy, PoolCapacity
 from agent.workload import QoSClass
 from tests.policy.helpers import policy, request, spec_machine
-from topology.fakesysfs import MachineSpec
+from topology.shapes import MachineSpec
 
 # One socket, two NUMA nodes of two 2-thread cores: pools machine, numa0, numa1.
 SPEC = MachineSpec(sockets=1, numa_per_die=2, cores_per_numa=2, threads_per_core=2)

@@ -13,8 +13,8 @@ from agent.affinity import ANNOTATION_AFFINITY, parse_pod_affinities
 from agent.cli import main
 from agent.manifest import ManifestError, load_manifests
 from agent.workload import QoSClass
+from devtools.fakesysfs import write_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pods"
 

@@ -29,9 +29,9 @@ from agent.relay.limits import Limits
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
+from devtools.fakesysfs import write_shape
 from tests.waiting import LIMIT_S, wait_until
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 RESERVED = "0,40"
 EVENTS = "/runtime.v1.RuntimeService/GetContainerEvents"

@@ -15,7 +15,7 @@ from agent.observe.process import process_stats
 from agent.simulate.driver import SimulationResult
 from tests.observe.mapcases import run_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 _RESULTS: dict[str, SimulationResult] = {}

@@ -21,7 +21,7 @@ from agent.introspect.machine_map import _fit, render_machine_map
 from agent.simulate.driver import SimulationResult
 from agent.simulate.output import to_html
 from tests.observe.mapcases import Expected, cut_matches, expected_cpus, run_shape
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 
 USE_OF_CLASS = {"x": "exclusive", "s": "shared", "r": "reserved", "i": "isolated", "o": "offline"}
 

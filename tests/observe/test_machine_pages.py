@@ -19,8 +19,8 @@ from agent.introspect.server import IntrospectServer, status_socket_path
 from agent.observe.server import MACHINE_PATH, MetricsServer
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient
+from devtools.fakesysfs import write_shape
 from tests.observe.test_daemon import Running, pod, start_daemon
-from topology.fakesysfs import write_shape
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

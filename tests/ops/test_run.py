@@ -25,8 +25,8 @@ from agent.state.journal import saved_payload
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from devtools.fake_runtime import FaultyRuntime, serve_memory_runtime
+from devtools.fakesysfs import write_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 READY_TIMEOUT_S = 30.0
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.policy.helpers import spec_machine
-from topology.fakesysfs import MachineSpec
+from topology.shapes import MachineSpec
 from topology.tree import Machine
 
 

@@ -9,7 +9,8 @@ from agent.policy.config import PolicyConfig
 from agent.policy.policy import Policy
 from agent.policy.request import AffinityFn, ContainerRequest, Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass
-from topology.fakesysfs import SHAPES, MachineSpec, write_sysfs
+from devtools.fakesysfs import write_sysfs
+from topology.shapes import SHAPES, MachineSpec
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

@@ -18,7 +18,7 @@ from agent.policy.request import ContainerRequest
 from agent.workload import QoSClass
 from tests.policy.helpers import policy, request
 from topology.cpuset import CPUSet
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 from topology.tree import Machine, NumaNode
 
 Machines = Callable[[str], Machine]

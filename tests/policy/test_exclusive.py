@@ -55,8 +55,10 @@ ISO = {f"{PREFER_ISOLATED}/pod": "true"}
         # More than the isolated CPUs: ordinary CPUs only, never a mix.
         ("isolated-offline", (), 5, ISO, "numa1", "8-12"),
         # hybrid-desktop: P-cores 0-15 (two threads), E-cores 16-23 (one thread).
+        # Exclusive containers get performance cores by default, even for one CPU
+        # (a lone E-core would be a whole core, but of the slow kind).
         ("hybrid-desktop", (), 2, {}, "machine", "0-1"),
-        ("hybrid-desktop", (), 1, {}, "machine", "16"),
+        ("hybrid-desktop", (), 1, {}, "machine", "0"),
         # Cores (0,4), (1,5), (2,6) whole, then the lower thread of (3,7).
         ("desktop-1s-4c-ht", (), 7, {}, "machine", "0-6"),
         ("server-4s", (("a", 40, None),), 40, {}, "socket1", "24-43,120-139"),

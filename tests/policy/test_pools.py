@@ -10,7 +10,7 @@ import pytest
 from agent.policy.closeness import closeness_table, node_closeness
 from agent.policy.pools import build_pools
 from tests.policy.helpers import ALL_SHAPES
-from topology.fakesysfs import MachineSpec
+from topology.shapes import MachineSpec
 from topology.tree import Machine
 
 Machines = Callable[[str], Machine]

@@ -19,7 +19,7 @@ from agent.policy.policy import Decision, Policy
 from agent.rules import Level
 from tests.policy.helpers import spec_machine
 from tests.policy.test_pod_rules import B, G, policy, request, touched
-from topology.fakesysfs import MachineSpec
+from topology.shapes import MachineSpec
 from topology.tree import Machine
 
 THREE = MachineSpec(numa_per_die=3, cores_per_numa=4)

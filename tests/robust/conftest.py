@@ -14,9 +14,9 @@ from agent.node.runtime_access import GrpcRuntimeAccess
 from agent.policy.config import PolicyConfig
 from agent.relay.server import RelayServer
 from devtools.criclient import CRIClient
+from devtools.fakesysfs import write_shape
 from tests.node.conftest import make_node  # noqa: F401  (a fixture shared with tests/node)
 from tests.robust.harness import RuntimeServer, Site, Stack
-from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 
 SHAPE = "desktop-1s-4c-ht"  # 8 CPUs: small enough that crashes contend for every one

@@ -29,11 +29,11 @@ from agent.policy.config import PolicyConfig
 from agent.relay.server import RelayServer
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
+from devtools.fakesysfs import write_shape
 from proto import cri_pb2
 from tests.robust.harness import RuntimeServer, live
 from tests.waiting import LIMIT_S, wait_until
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 from topology.sysfs import read_machine
 
 # Statuses that mean "a Python exception escaped" rather than an answer.

@@ -16,9 +16,9 @@ import pytest
 
 from agent.kubelet import kubelet_container_config
 from devtools.criclient import CRIClient, CRIError
+from devtools.fakesysfs import write_shape
 from tests.robust.harness import RuntimeServer, Site, books_problems, live, run_pod
 from topology.cpuset import CPUSet
-from topology.fakesysfs import write_shape
 
 CALLS = 64
 CPUS_EACH = 3

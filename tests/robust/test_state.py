@@ -21,11 +21,12 @@ from agent.runtime.memory import MemoryRuntime
 from agent.state import SCHEMA_VERSION, StateStore
 from agent.state.journal import saved_payload
 from agent.workload import QoSClass
+from devtools.fakesysfs import write_sysfs
 from tests.node.conftest import InProcessKubelet
 from tests.robust.harness import RuntimeServer, Site, books_problems, create, live, run_pod
 from tests.waiting import LIMIT_S
 from topology.cpuset import CPUSet
-from topology.fakesysfs import SHAPES, write_sysfs
+from topology.shapes import SHAPES
 from topology.sysfs import read_machine
 
 

@@ -298,6 +298,38 @@ def check_numa_node_labels(r: SimulationResult) -> None:
     assert r.errors == ()
 
 
+def check_hybrid_cores(r: SimulationResult) -> None:
+    m = r.machine
+    performance, efficiency = m.class_cpus("performance"), m.class_cpus("efficiency")
+    assert performance and efficiency
+    db, batch = get(r, "db"), get(r, "batch")
+    assert db.exclusive and cpus(db).is_subset(performance) and len(cpus(db)) == 4
+    assert batch.exclusive and cpus(batch).is_subset(efficiency) and len(cpus(batch)) == 2
+    app, logger, ui = get(r, "web", "app"), get(r, "web", "logger"), get(r, "ui")
+    exclusive = cpus(db) | cpus(batch)
+    assert cpus(app) == performance - exclusive
+    assert cpus(logger) == efficiency - exclusive
+    assert cpus(ui) == m.cpus - exclusive
+    [refused] = r.errors
+    assert (refused.pod, refused.code) == ("too-many", "RESOURCE_EXHAUSTED")
+    assert "exclusive efficiency CPUs" in refused.message
+
+
+def check_far_memory(r: SimulationResult) -> None:
+    m = r.machine
+    for pod, name, far in (
+        ("cache", "main", True),
+        ("latency", "main", False),
+        ("mixed", "lookup", False),
+        ("mixed", "loader", True),
+    ):
+        c = get(r, pod, name)
+        own = nodes_of(m, cpus(c))
+        attached = {x.id for x in m.memory_only_nodes if x.closest_cpu_node in own}
+        assert attached, (pod, name)
+        assert set(CPUSet.parse(c.cpuset_mems)) == (own | attached if far else own), (pod, name)
+
+
 CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "exclusive-whole-cores": check_exclusive_whole_cores,
     "numa-packing": check_numa_packing,
@@ -321,6 +353,8 @@ CHECKS: dict[str, Callable[[SimulationResult], None]] = {
     "replica-comes-back": check_replica_comes_back,
     "resize-after-target-left": check_resize_after_target_left,
     "numa-node-labels": check_numa_node_labels,
+    "hybrid-cores": check_hybrid_cores,
+    "far-memory": check_far_memory,
 }
 
 
@@ -339,4 +373,8 @@ def test_example(name: str) -> None:
             others = [o for o in result.containers if o is not c]
             assert all(cpus(o).isdisjoint(cpus(c)) for o in others), c
         if c.pool != "reserved":
-            assert CPUSet.parse(c.cpuset_mems) == CPUSet.of(nodes_of(result.machine, cpus(c)))
+            # The nodes of its CPUs, and (memory-tiers: dram+far) the memory-only
+            # nodes attached to them.
+            own = nodes_of(result.machine, cpus(c))
+            far = {x.id for x in result.machine.memory_only_nodes if x.closest_cpu_node in own}
+            assert own <= set(CPUSet.parse(c.cpuset_mems)) <= own | far

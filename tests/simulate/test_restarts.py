@@ -22,7 +22,7 @@ from agent.simulate.scenario import (
     parse_scenario,
 )
 from topology.cpuset import CPUSet
-from topology.fakesysfs import SHAPES
+from topology.shapes import SHAPES
 from topology.tree import Machine
 
 Machines = Callable[[str], Machine]

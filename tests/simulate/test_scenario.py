@@ -25,7 +25,8 @@ from agent.simulate.scenario import (
     pod_uid,
 )
 from agent.workload import QoSClass
-from topology.fakesysfs import SHAPES, MachineSpec, write_sysfs
+from devtools.fakesysfs import write_sysfs
+from topology.shapes import SHAPES, MachineSpec
 
 BASE: dict[str, Any] = {
     "topology": {"sockets": 1, "cores_per_numa": 2},

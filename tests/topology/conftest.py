@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from topology.fakesysfs import FAST_TMP, MachineSpec, write_shape, write_sysfs
+from devtools.fakesysfs import FAST_TMP, write_shape, write_sysfs
+from topology.shapes import MachineSpec
 from topology.sysfs import read_machine
 from topology.tree import Machine
 

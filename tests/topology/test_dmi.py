@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from topology.dmi import Dmi, read_dmi
-from topology.fakesysfs import DMI_HARDWARE, DMI_KVM, SHAPES, DmiSpec, MachineSpec, MachineSpecError
+from topology.shapes import DMI_HARDWARE, DMI_KVM, SHAPES, DmiSpec, MachineSpec, MachineSpecError
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
+from devtools.fakesysfs import write_shape
 from topology.cpuset import CPUSet
-from topology.fakesysfs import (
+from topology.shapes import (
     GI,
     MachineSpec,
     MachineSpecError,
     cpu_layout,
     distance_matrix,
     parse_quantity,
-    write_shape,
 )
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.node.fingerprint import machine_fingerprint
-from topology.fakesysfs import SHAPES, MachineSpec, MachineSpecError, write_sysfs
+from devtools.fakesysfs import write_sysfs
 from topology.render import machine_to_json
+from topology.shapes import SHAPES, MachineSpec, MachineSpecError
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import NetworkInterface
 

@@ -11,8 +11,14 @@ import pytest
 
 from agent.cli import main
 from agent.labels.numa import numa_node_labels
-from topology.fakesysfs import GI, SHAPES
-from topology.render import format_bytes, machine_to_json, render_text, topology_json
+from topology.render import (
+    DISPLAY_ONLY,
+    format_bytes,
+    machine_to_json,
+    render_text,
+    topology_json,
+)
+from topology.shapes import GI, SHAPES
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -55,6 +61,8 @@ DESKTOP_JSON = {
     "memory_only_nodes": [],
     "distances": {"0": {"0": 10}},
     "nics": [],
+    "favoured_cpus": "",
+    "memory_tiers": [],
 }
 
 
@@ -85,7 +93,8 @@ def test_json_command_matches_the_tree(
     assert data == topology_json(machine, numa_node_labels(machine))
     # What the state file's fingerprint hashes is the document without labels and NICs.
     topology_only = json.loads(out)
-    del topology_only["nics"]
+    for key in DISPLAY_ONLY:
+        del topology_only[key]
     for socket in topology_only["sockets"]:
         for die in socket["dies"]:
             for node in die["numa_nodes"]:

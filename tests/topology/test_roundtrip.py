@@ -1,12 +1,15 @@
-"""Random machine descriptions survive write_sysfs + read_machine."""
+"""Random machine descriptions survive write_sysfs + read_machine, and building them
+directly (topology.shapes.build_machine) gives the same Machine."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devtools.fakesysfs import write_shape, write_sysfs
 from topology.cpuset import CPUSet
-from topology.fakesysfs import MachineSpec, cpu_layout, write_sysfs
+from topology.shapes import SHAPES, MachineSpec, build_machine, cpu_layout, shape_machine
 from topology.sysfs import read_machine
 
 from .conftest import fast_tmpdir
@@ -83,3 +86,31 @@ def test_random_machines_round_trip(spec: MachineSpec) -> None:
         assert classes == {"performance", "efficiency"}
     else:
         assert classes == {None}
+
+
+@settings(max_examples=30, deadline=None)
+@given(specs(), st.sampled_from(["capacity", "cpufreq"]), st.integers(0, 2), st.booleans())
+def test_a_description_builds_the_machine_its_written_tree_reads_as(
+    spec: MachineSpec, signal: str, memory_only: int, node_dir: bool
+) -> None:
+    # build_machine (no files) and write_sysfs + read_machine must agree on everything.
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    fields.update(
+        hybrid_signal=signal,
+        memory_only_nodes=memory_only if node_dir else 0,
+        write_node_dir=node_dir,
+        nics=(("eth0", 0), ("eth1", -1)),
+    )
+    spec = MachineSpec(**fields)
+    with fast_tmpdir() as tmp:
+        read = read_machine(write_sysfs(spec, tmp / "sys"))
+    assert build_machine(spec) == read
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_named_shape_builds_what_its_written_tree_reads_as(name: str) -> None:
+    with fast_tmpdir() as tmp:
+        read = read_machine(write_shape(name, tmp / "sys"))
+    built = shape_machine(name)
+    assert built == read
+    assert built.online  # not two empty machines

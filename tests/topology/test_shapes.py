@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
 from topology.cpuset import CPUSet
-from topology.fakesysfs import GI, SHAPES
+from topology.shapes import GI, SHAPES
 from topology.tree import Machine
 
 
@@ -25,6 +25,9 @@ class Expect:
     l3_groups: int
     distances: dict[tuple[int, int], int]
     memory_only: dict[int, int]  # memory-only node -> closest CPU node
+    classes: dict[str, str] = field(default_factory=dict)  # class -> its CPUs; {}: not hybrid
+    favoured: str = ""  # CPUs of favoured cores
+    tiers: dict[int, str] = field(default_factory=dict)  # memory tier -> its nodes
 
 
 EXPECTED: dict[str, Expect] = {
@@ -113,10 +116,54 @@ EXPECTED: dict[str, Expect] = {
         2,
         {(0, 1): 21, (0, 2): 14, (1, 3): 14, (0, 3): 25},
         {2: 0, 3: 1},
+        tiers={4: "0-1", 20: "2-3"},
     ),
-    # 8 HT performance cores 0-15 (adjacent), 8 single-thread efficiency cores 16-23.
+    # 8 HT performance cores 0-15 (adjacent), 8 single-thread efficiency cores 16-23;
+    # the first two P-cores are favoured.
     "hybrid-desktop": Expect(
-        1, 1, 1, 16, "0-23", ("0-1", "14-15", "16", "23"), {0: "0-23"}, 64 * GI, 1, {}, {}
+        1,
+        1,
+        1,
+        16,
+        "0-23",
+        ("0-1", "14-15", "16", "23"),
+        {0: "0-23"},
+        64 * GI,
+        1,
+        {},
+        {},
+        classes={"performance": "0-15", "efficiency": "16-23"},
+        favoured="0-3",
+    ),
+    # Ten cores of one kind; cores 0 and 1 (with siblings 10, 11) turbo higher.
+    "desktop-favoured": Expect(
+        1,
+        1,
+        1,
+        10,
+        "0-19",
+        ("0,10", "9,19"),
+        {0: "0-19"},
+        32 * GI,
+        1,
+        {},
+        {},
+        favoured="0-1,10-11",
+    ),
+    # Big cores 0-3, LITTLE 4-7, one thread each.
+    "arm-big-little": Expect(
+        1,
+        1,
+        1,
+        8,
+        "0-7",
+        ("0", "7"),
+        {0: "0-7"},
+        16 * GI,
+        1,
+        {},
+        {},
+        classes={"performance": "0-3", "efficiency": "4-7"},
     ),
 }
 
@@ -149,6 +196,11 @@ def test_shape_tree(name: str, shape_machine: Callable[[str], Machine]) -> None:
         assert machine.distance(a, b) == distance
         assert machine.distance(b, a) == distance
     assert {m.id: m.closest_cpu_node for m in machine.memory_only_nodes} == want.memory_only
+    classes = {cls: str(machine.class_cpus(cls)) for cls in ("performance", "efficiency")}
+    assert {cls: cpus for cls, cpus in classes.items() if cpus} == want.classes
+    assert machine.hybrid == bool(want.classes)
+    assert str(machine.favoured_cpus) == want.favoured
+    assert {t.id: str(CPUSet.of(t.nodes)) for t in machine.memory_tiers} == want.tiers
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

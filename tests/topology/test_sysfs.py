@@ -8,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.fakesysfs import write_sysfs
 from topology.cpuset import CPUSet
-from topology.fakesysfs import (
-    EFFICIENCY_CAPACITY,
-    PERFORMANCE_CAPACITY,
-    HybridSignal,
-    MachineSpec,
-    write_sysfs,
-)
+from topology.shapes import EFFICIENCY_CAPACITY, PERFORMANCE_CAPACITY, HybridSignal, MachineSpec
 from topology.sysfs import SysfsError, read_machine
 from topology.tree import Machine
 
@@ -156,29 +151,110 @@ def test_cpu_less_node_without_memory_is_dropped(
     assert [n.id for n in machine.iter_numa_nodes()] == [0]
 
 
+# What the kernel says about four single-thread cores (CPUs 0-3), and what that makes them.
+# Written file by file here, not by the fake writer: the expected facts are independent of it.
+GHZ = 1_000_000  # cpuinfo_max_freq is in kHz
+KINDS: list[tuple[str, dict[str, str], dict[str, str], str]] = [
+    # (case, files under the root, expected class -> CPUs, expected favoured CPUs)
+    (
+        "intel hybrid: cpu_core and cpu_atom",
+        {"devices/cpu_core/cpus": "0-1", "devices/cpu_atom/cpus": "2-3"},
+        {"performance": "0-1", "efficiency": "2-3"},
+        "",
+    ),
+    (
+        "intel hybrid with a favoured P-core",
+        {
+            "devices/cpu_core/cpus": "0-1",
+            "devices/cpu_atom/cpus": "2-3",
+            **{f"cpu{c}/cpufreq/cpuinfo_max_freq": str(k) for c, k in enumerate([54, 52, 39, 39])},
+        },
+        {"performance": "0-1", "efficiency": "2-3"},
+        "0",
+    ),
+    # E-cores switched off in the firmware: the PMU lists only cpu_core.
+    ("intel, cpu_core only", {"devices/cpu_core/cpus": "0-3"}, {}, ""),
+    (
+        "arm big.LITTLE by cpu_capacity",
+        {f"cpu{c}/cpu_capacity": str(k) for c, k in enumerate([1024, 1024, 446, 446])},
+        {"performance": "0-1", "efficiency": "2-3"},
+        "",
+    ),
+    (
+        "capacities a few percent apart: one kind, favoured by capacity",
+        {f"cpu{c}/cpu_capacity": str(k) for c, k in enumerate([1024, 1000, 1000, 1000])},
+        {},
+        "0",
+    ),
+    (
+        "turbo boost max 3.0: 200 MHz more on two cores",
+        {f"cpu{c}/cpufreq/cpuinfo_max_freq": str(k) for c, k in enumerate([53, 53, 51, 51])},
+        {},
+        "0-1",
+    ),
+    # Frequency alone never makes a class, however far apart (a hybrid part on a
+    # kernel too old for cpu_core/cpu_atom shows as favoured cores only).
+    (
+        "frequency alone, far apart",
+        {f"cpu{c}/cpufreq/cpuinfo_max_freq": str(k) for c, k in enumerate([52, 52, 39, 39])},
+        {},
+        "0-1",
+    ),
+    ("nothing said", {}, {}, ""),
+]
+
+
 @pytest.mark.parametrize(
-    ("signal", "efficiency_capacity"),
-    [
-        ("capacity", EFFICIENCY_CAPACITY),
-        # Only cpufreq: capacity scaled as the kernel does, 1024 * 3.9 GHz / 5.2 GHz.
-        ("cpufreq", 768),
-    ],
+    ("files", "classes", "favoured"),
+    [pytest.param(f, c, v, id=name) for name, f, c, v in KINDS],
 )
-def test_hybrid_core_classes(
-    signal: HybridSignal, efficiency_capacity: int, spec_root: Callable[[MachineSpec], Path]
+def test_core_kinds_come_from_what_the_kernel_says(
+    files: dict[str, str],
+    classes: dict[str, str],
+    favoured: str,
+    spec_root: Callable[[MachineSpec], Path],
+) -> None:
+    root = spec_root(MachineSpec(cores_per_numa=4, threads_per_core=1))
+    for rel, text in files.items():
+        path = root / (rel if rel.startswith("devices/") else f"devices/system/cpu/{rel}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        number = int(text) * GHZ // 10 if "cpufreq" in rel else None
+        path.write_text(f"{number if number is not None else text}\n")
+    machine = read_machine(root)
+    got = {cls: str(machine.class_cpus(cls)) for cls in ("performance", "efficiency")}
+    assert {cls: cpus for cls, cpus in got.items() if cpus} == classes
+    assert machine.hybrid == bool(classes)
+    assert str(machine.favoured_cpus) == favoured
+
+
+def test_a_cpu_in_neither_pmu_list_is_an_error(spec_root: Callable[[MachineSpec], Path]) -> None:
+    root = spec_root(MachineSpec(cores_per_numa=4, threads_per_core=1))
+    for name, cpus in (("cpu_core", "0-1"), ("cpu_atom", "2")):
+        (root / "devices" / name).mkdir(parents=True)
+        (root / "devices" / name / "cpus").write_text(cpus + "\n")
+    with pytest.raises(SysfsError, match=r"devices/cpu_core/cpus: CPU 3 is in neither"):
+        read_machine(root)
+
+
+@pytest.mark.parametrize("signal", ["pmu", "capacity"])
+def test_hybrid_descriptions_have_classes(
+    signal: HybridSignal, spec_root: Callable[[MachineSpec], Path]
 ) -> None:
     spec = MachineSpec(
         cores_per_numa=6, efficiency_cores_per_numa=4, numbering="adjacent", hybrid_signal=signal
     )
     machine = read_machine(spec_root(spec))
     classes = {str(c.cpus): (c.cpu_class, c.capacity) for c in machine.iter_cores()}
+    big, small = (
+        (PERFORMANCE_CAPACITY, EFFICIENCY_CAPACITY) if signal == "capacity" else (None, None)
+    )
     assert classes == {
-        "0-1": ("performance", PERFORMANCE_CAPACITY),
-        "2-3": ("performance", PERFORMANCE_CAPACITY),
-        "4": ("efficiency", efficiency_capacity),
-        "5": ("efficiency", efficiency_capacity),
-        "6": ("efficiency", efficiency_capacity),
-        "7": ("efficiency", efficiency_capacity),
+        "0-1": ("performance", big),
+        "2-3": ("performance", big),
+        "4": ("efficiency", small),
+        "5": ("efficiency", small),
+        "6": ("efficiency", small),
+        "7": ("efficiency", small),
     }
 
 

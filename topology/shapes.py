@@ -1,18 +1,16 @@
-"""Fake sysfs trees from a compact machine description, and named real-world shapes.
+"""Machines as data: the compact description (`MachineSpec`) and the named shapes.
 
-`write_sysfs` writes the files the kernel has under /sys/devices/system/{cpu,node}
-(plus network interfaces under /sys/class/net and the firmware's DMI strings
-under /sys/class/dmi/id) so that tests and `numa-agent simulate` can run the
-real reader on machines that are not here (multi-socket Xeon, EPYC NPS4, CXL
-memory, hybrid desktops, VMs).
+`build_machine` turns a description into the `Machine` the sysfs reader would
+read from the same machine, without writing a file: it hands the reader's
+assembly (`topology.sysfs.assemble`) the facts the kernel's files would hold.
+`simulate` places on these; `devtools.fakesysfs` writes them out as sysfs trees
+for the tests that exercise the reader itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -20,15 +18,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from topology.cpuset import CPUSet, CPUSetError
+from topology.sysfs import MachineFacts, NodeFacts, ThreadFacts, assemble
+from topology.tree import Machine, MemoryTier, NetworkInterface
 
 Numbering = Literal["interleaved", "adjacent"]
-HybridSignal = Literal["capacity", "cpufreq"]
+HybridSignal = Literal["pmu", "capacity", "cpufreq"]
 
 GI = 1024**3
-
-# Fake trees are thousands of small files written once and read once: memory-backed
-# /dev/shm makes that several times faster than a disk-backed /tmp (None: the default).
-FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 # Kubernetes quantity suffixes (binary and decimal) for memory sizes.
 _SUFFIXES: dict[str, int] = {
@@ -53,6 +49,8 @@ PERFORMANCE_CAPACITY = 1024
 EFFICIENCY_CAPACITY = 600
 PERFORMANCE_MAX_KHZ = 5_200_000
 EFFICIENCY_MAX_KHZ = 3_900_000
+# A favoured core (Turbo Boost Max 3.0, AMD preferred cores) turbos a little higher.
+FAVOURED_MAX_KHZ = PERFORMANCE_MAX_KHZ + 200_000
 
 
 class MachineSpecError(ValueError):
@@ -112,6 +110,7 @@ class CoreLayout:
     index: int  # core index within its NUMA node
     cpus: tuple[int, ...]
     efficiency: bool
+    favoured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +118,11 @@ class MachineSpec:
     """A compact description of a machine, as a scenario file or a test writes it.
 
     Cores of a NUMA node: `cores_per_numa` in all, of which the last
-    `efficiency_cores_per_numa` are single-threaded efficiency cores (hybrid).
+    `efficiency_cores_per_numa` are single-threaded efficiency cores (hybrid),
+    told apart as `hybrid_signal` says: `pmu` (Intel: devices/cpu_core and
+    cpu_atom), `capacity` (Arm: cpu_capacity) or `cpufreq` (only a lower
+    maximum frequency: an old kernel, no classes). The first
+    `favoured_cores_per_numa` cores of a node turbo 200 MHz higher.
     CPU-node ids come first (socket by socket, die by die), memory-only nodes
     after them; memory-only node j sits nearest CPU node j * cpu_nodes // count.
     Without `distances`, they are generated: 10 local, `distance_same_die`,
@@ -146,6 +149,9 @@ class MachineSpec:
     l3_per_numa: int = 1  # 0: no L3 cache files at all
     efficiency_cores_per_numa: int = 0
     hybrid_signal: HybridSignal = "capacity"
+    favoured_cores_per_numa: int = 0
+    # devices/virtual/memory_tiering: CPU nodes in tier 4 (DRAM), memory-only in tier 20.
+    memory_tiers: bool = False
     write_die_id: bool = True  # kernels before 5.2 have no die_id
     write_node_dir: bool = True  # CONFIG_NUMA=n kernels have no node/ directory
     # PCI network interfaces and the NUMA node their device reports (-1: unknown).
@@ -164,9 +170,15 @@ class MachineSpec:
             raise MachineSpecError(
                 f"numbering: must be 'interleaved' or 'adjacent', got {self.numbering!r}"
             )
-        if self.hybrid_signal not in ("capacity", "cpufreq"):
+        if self.hybrid_signal not in ("pmu", "capacity", "cpufreq"):
             raise MachineSpecError(
-                f"hybrid_signal: must be 'capacity' or 'cpufreq', got {self.hybrid_signal!r}"
+                f"hybrid_signal: must be 'pmu', 'capacity' or 'cpufreq', got {self.hybrid_signal!r}"
+            )
+        performance = self.cores_per_numa - self.efficiency_cores_per_numa
+        if not 0 <= self.favoured_cores_per_numa <= max(performance, 0):
+            raise MachineSpecError(
+                f"favoured_cores_per_numa: must be 0..{performance} (the performance "
+                f"cores of a node), got {self.favoured_cores_per_numa}"
             )
         if not 0 <= self.efficiency_cores_per_numa < self.cores_per_numa:
             raise MachineSpecError(
@@ -270,6 +282,7 @@ _INT_KEYS = frozenset(
         "memory_only_distance",
         "l3_per_numa",
         "efficiency_cores_per_numa",
+        "favoured_cores_per_numa",
     }
 )
 
@@ -304,7 +317,7 @@ def _coerce(key: str, value: Any) -> Any:
                 f"distances: expected a square matrix of positive integers, got {value!r}"
             )
         return tuple(tuple(row) for row in value)
-    if key in ("write_die_id", "write_node_dir"):
+    if key in ("write_die_id", "write_node_dir", "memory_tiers"):
         if not isinstance(value, bool):
             raise MachineSpecError(f"{key}: expected true or false, got {value!r}")
         return value
@@ -391,8 +404,58 @@ def cpu_layout(spec: MachineSpec) -> tuple[CoreLayout, ...]:
                     ids[i].append(next_id)
                     next_id += 1
     return tuple(
-        CoreLayout(socket=s, die=d, numa=n, index=x, cpus=tuple(ids[i]), efficiency=e)
+        CoreLayout(
+            socket=s,
+            die=d,
+            numa=n,
+            index=x,
+            cpus=tuple(ids[i]),
+            efficiency=e,
+            favoured=x < spec.favoured_cores_per_numa,
+        )
         for i, (s, d, n, x, _, e) in enumerate(slots)
+    )
+
+
+def core_speed(spec: MachineSpec, core: CoreLayout) -> tuple[int | None, int | None]:
+    """(cpu_capacity, cpuinfo_max_freq) of a core's threads; None: no such file.
+
+    Uniform machines without favoured cores have neither, as many VMs do.
+    """
+    capacity = max_khz = None
+    hybrid = spec.efficiency_cores_per_numa > 0
+    if hybrid and spec.hybrid_signal == "capacity":
+        capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
+    if hybrid or spec.favoured_cores_per_numa:
+        if core.efficiency:
+            max_khz = EFFICIENCY_MAX_KHZ
+        else:
+            max_khz = FAVOURED_MAX_KHZ if core.favoured else PERFORMANCE_MAX_KHZ
+    return capacity, max_khz
+
+
+DRAM_TIER = 4
+FAR_TIER = 20
+
+
+def memory_tiers(spec: MachineSpec) -> tuple[MemoryTier, ...]:
+    """The kernel's memory tiers of the description (none unless `memory_tiers`)."""
+    if not spec.memory_tiers or not spec.write_node_dir:
+        return ()
+    tiers = [MemoryTier(DRAM_TIER, tuple(range(spec.cpu_node_count)))]
+    if spec.memory_only_nodes:
+        tiers.append(MemoryTier(FAR_TIER, tuple(range(spec.cpu_node_count, spec.node_count))))
+    return tuple(tiers)
+
+
+def pmu_cpus(spec: MachineSpec) -> tuple[CPUSet, CPUSet] | None:
+    """Intel hybrid's (cpu_core, cpu_atom) CPU lists, or None: no such devices."""
+    if not spec.efficiency_cores_per_numa or spec.hybrid_signal != "pmu":
+        return None
+    layout = cpu_layout(spec)
+    return (
+        CPUSet.of(c for core in layout if not core.efficiency for c in core.cpus),
+        CPUSet.of(c for core in layout if core.efficiency for c in core.cpus),
     )
 
 
@@ -433,46 +496,7 @@ def distance_matrix(spec: MachineSpec) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(distance(a, b) for b in range(n)) for a in range(n))
 
 
-# -- writing ------------------------------------------------------------------
-
-
-def _cpumask(cpus: CPUSet) -> str:
-    """The kernel's hex bitmap format: 32-bit words, most significant first."""
-    words: list[str] = []
-    mask = cpus.mask
-    while True:
-        words.append(f"{mask & 0xFFFFFFFF:08x}")
-        mask >>= 32
-        if not mask:
-            break
-    return ",".join(reversed(words))
-
-
-class _Writer:
-    """Writes sysfs-style files (text plus newline), creating each directory once."""
-
-    def __init__(self) -> None:
-        self._made: set[Path] = set()
-
-    def __call__(self, path: Path, text: str) -> None:
-        parent = path.parent
-        if parent not in self._made:
-            parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(parent)
-        with open(path, "w") as out:
-            out.write(text + "\n")
-
-
-def _meminfo(node: int, memory: int) -> str:
-    kb = memory // 1024
-    return (
-        f"Node {node} MemTotal:       {kb:>8} kB\n"
-        f"Node {node} MemFree:        {kb:>8} kB\n"
-        f"Node {node} MemUsed:        {0:>8} kB"
-    )
-
-
-def _l3_chunks(spec: MachineSpec) -> list[range]:
+def l3_chunks(spec: MachineSpec) -> list[range]:
     """Core indexes of each L3 group in a NUMA node (split as evenly as possible)."""
     count = spec.l3_per_numa
     if count == 0:
@@ -485,147 +509,6 @@ def _l3_chunks(spec: MachineSpec) -> list[range]:
         chunks.append(range(start, end))
         start = end
     return chunks
-
-
-def _symlink(link: Path, target: Path) -> None:
-    """A relative symlink, as sysfs has them (class/net/eth0/device -> ../../../devices/...);
-    replaced when the tree is written again over itself, as its files are."""
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink():
-        link.unlink()
-    link.symlink_to(os.path.relpath(target, link.parent))
-
-
-def _write_nics(spec: MachineSpec, root: Path, write: _Writer) -> None:
-    """class/net/<if>, with a `device` link to its PCI function (which has numa_node)
-    for the spec's NICs and none for virtual ones.
-
-    The kernel puts the interface's directory inside its PCI function, so the
-    `device` link closes a cycle; here it does not, so a fake tree can be copied
-    with `shutil.copytree` or `cp -rL`.
-    """
-    pci = root / "devices" / "pci0000:00"
-    for index, (name, node) in enumerate(spec.nics):
-        function = pci / f"0000:{0x18 + index:02x}:00.0"
-        write(function / "numa_node", str(node))
-        write(function / "class", "0x020000")  # Ethernet controller
-        netdev = root / "class" / "net" / name
-        write(netdev / "type", "1")
-        _symlink(netdev / "device", function)
-    for name in spec.virtual_nics:
-        write(root / "class" / "net" / name / "type", "772" if name == "lo" else "1")
-
-
-def _write_dmi(dmi: DmiSpec, root: Path, write: _Writer) -> None:
-    ident = root / "devices" / "virtual" / "dmi" / "id"
-    for field in dataclasses.fields(DmiSpec):
-        text = getattr(dmi, field.name)
-        if text:
-            write(ident / field.name, text)
-    ident.mkdir(parents=True, exist_ok=True)
-    _symlink(root / "class" / "dmi" / "id", ident)
-
-
-def write_sysfs(spec: MachineSpec, root: Path) -> Path:
-    """Write the sysfs files of `spec` under `root` (a stand-in for /sys); returns root."""
-    root = Path(root)
-    cpu_dir = root / "devices" / "system" / "cpu"
-    node_dir = root / "devices" / "system" / "node"
-    layout = cpu_layout(spec)
-    _write = _Writer()
-    everything = CPUSet.range(0, spec.cpu_count - 1)
-    online = everything - spec.offline
-
-    # Sharing sets (online CPUs only, as the kernel keeps them) by grouping key.
-    packages: dict[int, CPUSet] = defaultdict(CPUSet)
-    dies: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
-    numa: dict[int, CPUSet] = defaultdict(CPUSet)
-    l3s: dict[tuple[int, int], CPUSet] = defaultdict(CPUSet)
-    l3_of_index = {index: group for group, chunk in enumerate(_l3_chunks(spec)) for index in chunk}
-    for core in layout:
-        cpus = CPUSet.of(core.cpus) & online
-        packages[core.socket] |= cpus
-        dies[core.socket, core.die] |= cpus
-        numa[core.numa] |= cpus
-        l3s[core.numa, l3_of_index.get(core.index, 0)] |= cpus
-
-    _write(cpu_dir / "online", str(online))
-    _write(cpu_dir / "offline", str(spec.offline))
-    _write(cpu_dir / "present", str(everything))
-    _write(cpu_dir / "possible", str(everything))
-    _write(cpu_dir / "isolated", str(spec.isolated))
-    _write(cpu_dir / "kernel_max", "8191")
-
-    for core in layout:
-        core_cpus = CPUSet.of(core.cpus) & online
-        package = packages[core.socket]
-        die = dies[core.socket, core.die]
-        l3 = l3s[core.numa, l3_of_index.get(core.index, 0)]
-        for cpu in core.cpus:
-            base = cpu_dir / f"cpu{cpu}"
-            if cpu != 0:  # the boot CPU has no online file on most machines
-                _write(base / "online", "0" if cpu in spec.offline else "1")
-            if spec.efficiency_cores_per_numa:
-                if spec.hybrid_signal == "capacity":
-                    capacity = EFFICIENCY_CAPACITY if core.efficiency else PERFORMANCE_CAPACITY
-                    _write(base / "cpu_capacity", str(capacity))
-                else:
-                    khz = EFFICIENCY_MAX_KHZ if core.efficiency else PERFORMANCE_MAX_KHZ
-                    _write(base / "cpufreq" / "cpuinfo_max_freq", str(khz))
-            if cpu in spec.offline:
-                # The kernel removes topology/ and cache/ of an offline CPU.
-                continue
-            topo = base / "topology"
-            _write(topo / "physical_package_id", str(core.socket))
-            if spec.write_die_id:
-                _write(topo / "die_id", str(core.die))
-                _write(topo / "die_cpus_list", str(die))
-            _write(topo / "core_id", str(core.index))
-            _write(topo / "core_cpus_list", str(core_cpus))
-            _write(topo / "core_cpus", _cpumask(core_cpus))
-            _write(topo / "thread_siblings_list", str(core_cpus))
-            _write(topo / "thread_siblings", _cpumask(core_cpus))
-            _write(topo / "core_siblings_list", str(package))
-            _write(topo / "package_cpus_list", str(package))
-            caches: list[tuple[int, str, CPUSet]] = [
-                (1, "Data", core_cpus),
-                (1, "Instruction", core_cpus),
-                (2, "Unified", core_cpus),
-            ]
-            if spec.l3_per_numa:
-                caches.append((3, "Unified", l3))
-            for i, (level, kind, shared) in enumerate(caches):
-                index = base / "cache" / f"index{i}"
-                _write(index / "level", str(level))
-                _write(index / "type", kind)
-                _write(index / "shared_cpu_list", str(shared))
-
-    _write_nics(spec, root, _write)
-    if spec.dmi is not None:
-        _write_dmi(spec.dmi, root, _write)
-    if not spec.write_node_dir:
-        return root
-    matrix = distance_matrix(spec)
-    nodes = CPUSet.range(0, spec.node_count - 1)
-    cpu_nodes = CPUSet.range(0, spec.cpu_node_count - 1)
-    _write(node_dir / "online", str(nodes))
-    _write(node_dir / "possible", str(nodes))
-    _write(node_dir / "has_cpu", str(cpu_nodes))
-    _write(node_dir / "has_memory", str(nodes))
-    _write(node_dir / "has_normal_memory", str(cpu_nodes))
-    for node in range(spec.node_count):
-        node_base = node_dir / f"node{node}"
-        if node < spec.cpu_node_count:
-            cpus = numa[node]
-            memory = spec.memory_per_numa
-        else:
-            cpus = CPUSet()
-            memory = spec.memory_per_memory_only_node
-        _write(node_base / "cpulist", str(cpus))
-        _write(node_base / "cpumap", _cpumask(cpus))
-        _write(node_base / "meminfo", _meminfo(node, memory))
-        _write(node_base / "distance", " ".join(str(d) for d in matrix[node]))
-    return root
 
 
 # -- named shapes ---------------------------------------------------------------
@@ -706,18 +589,21 @@ SHAPES: dict[str, MachineSpec] = {
         memory_only_nodes=2,
         memory_per_memory_only_node=256 * GI,
         memory_only_distance=14,
+        memory_tiers=True,
         distance_remote=21,
         nics=(("ens7f0", 1),),
         dmi=DmiSpec("Supermicro", "SYS-221H-TNR", "7c1f0e2a-5d3b-11ee-8c99-0242ac120002"),
     ),
     # Alder Lake style: 8 performance cores with HT (0-15) + 8 efficiency cores (16-23),
-    # told apart by cpufreq's maximum as on x86.
+    # as the kernel's cpu_core / cpu_atom devices list them; the first two P-cores are
+    # favoured (Turbo Boost Max 3.0: 5.4 GHz against 5.2, E-cores 3.9).
     "hybrid-desktop": MachineSpec(
         cores_per_numa=16,
         efficiency_cores_per_numa=8,
         numbering="adjacent",
         memory_per_numa=64 * GI,
-        hybrid_signal="cpufreq",
+        hybrid_signal="pmu",
+        favoured_cores_per_numa=2,
         nics=(("enp4s0", 0),),
         # A desktop board whose firmware never set a UUID: the well-known placeholder.
         dmi=DmiSpec(
@@ -726,13 +612,122 @@ SHAPES: dict[str, MachineSpec] = {
             "03000200-0400-0500-0006-000700080009",
         ),
     ),
+    # A 10-core desktop (Comet Lake style) whose first two cores turbo 200 MHz higher:
+    # favoured cores, one kind of core, no classes.
+    "desktop-favoured": MachineSpec(
+        cores_per_numa=10,
+        memory_per_numa=32 * GI,
+        favoured_cores_per_numa=2,
+        nics=(("eno1", -1),),
+    ),
+    # An Arm board (RK3588 style): 4 big cores (0-3) and 4 LITTLE ones (4-7), one
+    # thread each, told apart by cpu_capacity; no DMI.
+    "arm-big-little": MachineSpec(
+        cores_per_numa=8,
+        threads_per_core=1,
+        efficiency_cores_per_numa=4,
+        memory_per_numa=16 * GI,
+        hybrid_signal="capacity",
+        nics=(("eth0", -1),),
+    ),
 }
 
 
-def write_shape(name: str, root: Path) -> Path:
-    """Write the named shape under `root`; KeyError names the known shapes."""
+# -- building the Machine -----------------------------------------------------
+
+# Where facts built from a description come from, in the (never expected) errors.
+_FROM_SPEC = Path("<machine description>")
+
+
+def _threads(spec: MachineSpec, online: CPUSet) -> dict[int, ThreadFacts]:
+    """Each online CPU's facts, as `devtools.fakesysfs.write_sysfs` writes them."""
+    layout = cpu_layout(spec)
+    l3_of_index = {index: group for group, chunk in enumerate(l3_chunks(spec)) for index in chunk}
+    l3s: dict[tuple[int, int], CPUSet] = {}
+    for core in layout:
+        key = (core.numa, l3_of_index.get(core.index, 0))
+        l3s[key] = l3s.get(key, CPUSet()) | (CPUSet.of(core.cpus) & online)
+    threads: dict[int, ThreadFacts] = {}
+    for core in layout:
+        siblings = CPUSet.of(core.cpus) & online
+        capacity, max_khz = core_speed(spec, core)
+        for cpu in siblings:
+            threads[cpu] = ThreadFacts(
+                cpu=cpu,
+                socket=core.socket,
+                die=core.die if spec.write_die_id else 0,
+                core_id=core.index,
+                siblings=siblings,
+                siblings_file=_FROM_SPEC,
+                l3=l3s[core.numa, l3_of_index.get(core.index, 0)] if spec.l3_per_numa else None,
+                capacity=capacity,
+                max_khz=max_khz,
+            )
+    return threads
+
+
+def _nodes(spec: MachineSpec, online: CPUSet) -> list[NodeFacts]:
+    if not spec.write_node_dir:
+        # A kernel without NUMA: one node; its memory would come from /proc/meminfo,
+        # which a description does not have (nor does a fake tree beside it).
+        return [NodeFacts(id=0, cpus=online, memory_bytes=0, distances={0: 10})]
+    matrix = distance_matrix(spec)
+    cpus_of: dict[int, CPUSet] = {}
+    for core in cpu_layout(spec):
+        cpus_of[core.numa] = cpus_of.get(core.numa, CPUSet()) | (CPUSet.of(core.cpus) & online)
+    ids = range(spec.node_count)
+    return [
+        NodeFacts(
+            id=node,
+            cpus=cpus_of.get(node, CPUSet()),
+            memory_bytes=(
+                spec.memory_per_numa
+                if node < spec.cpu_node_count
+                else spec.memory_per_memory_only_node
+            ),
+            distances=dict(zip(ids, matrix[node], strict=True)),
+        )
+        for node in ids
+    ]
+
+
+def machine_facts(spec: MachineSpec) -> MachineFacts:
+    """The facts a machine of this description's sysfs would give the reader."""
+    everything = CPUSet.range(0, spec.cpu_count - 1)
+    online = everything - spec.offline
+    pmu = pmu_cpus(spec)
+    return MachineFacts(
+        online=online,
+        offline=spec.offline,
+        isolated=spec.isolated,
+        present=everything,
+        threads=_threads(spec, online),
+        nodes=_nodes(spec, online),
+        nics=tuple(
+            NetworkInterface(name=name, numa_node=node)
+            for name, node in sorted(spec.nics)
+            if node >= 0
+        ),
+        node_dir=_FROM_SPEC,
+        pmu_performance=pmu[0] if pmu else None,
+        pmu_efficiency=pmu[1] if pmu else None,
+        memory_tiers=memory_tiers(spec),
+    )
+
+
+def build_machine(spec: MachineSpec) -> Machine:
+    """The Machine of a description: what reading its sysfs tree would give."""
+    return assemble(machine_facts(spec))
+
+
+def shape_machine(name: str) -> Machine:
+    """The named shape's Machine; KeyError names the known shapes."""
+    return build_machine(shape_spec(name))
+
+
+def shape_spec(name: str) -> MachineSpec:
+    """The named shape's description; KeyError names the known shapes."""
     try:
-        spec = SHAPES[name]
+        return SHAPES[name]
     except KeyError:
         raise KeyError(f"unknown machine shape {name!r} (known: {', '.join(SHAPES)})") from None
-    return write_sysfs(spec, root)
