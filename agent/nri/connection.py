@@ -164,7 +164,11 @@ class Connection:
                     return
                 if not data:
                     self._deframer.check_eof()
-                    self.close("the runtime closed the connection")
+                    cut = [str(cid) for cid, r in self._readers.items() if r.pending()]
+                    inside = (
+                        f" inside a ttrpc message on connection {', '.join(cut)}" if cut else ""
+                    )
+                    self.close(f"the peer closed the connection{inside}")
                     return
                 for frame in self._deframer.feed(data):
                     self._on_frame(frame)
