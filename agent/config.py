@@ -22,6 +22,9 @@ from agent.yamlfile import YamlFileError, read_yaml_file
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
 # Node Feature Discovery's local feature source reads every file in this directory.
 DEFAULT_FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/numa-agent"
+# Plugins are called in ascending index order: late, so plugins that add devices or
+# mounts come first, and the cpusets this one sets are what the container gets.
+DEFAULT_NRI_PLUGIN_INDEX = "90"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -43,7 +46,11 @@ class AgentConfig:
     feature_file: str = DEFAULT_FEATURE_FILE  # empty: no feature file
     physical_host_id: str = ""  # the id itself, or file:/path; empty: DMI on hardware
     label_salt: str = ""  # key of the physical-host label's hash
+    nri_socket: str = ""  # the runtime's NRI socket; empty: NRI off (the CRI proxy only)
+    nri_plugin_index: str = DEFAULT_NRI_PLUGIN_INDEX
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    # Not a key: in NRI mode the CRI socket is served only when `listen` was given.
+    serve_cri: bool = True
 
     @property
     def effective_image_endpoint(self) -> str:
@@ -66,6 +73,9 @@ AGENT_KEYS: dict[str, str] = {
     "feature_file": "node labels for Node Feature Discovery, rewritten on change; empty = off",
     "physical_host_id": "id of the physical machine (or file:/path); empty = DMI on hardware",
     "label_salt": "secret mixed into the physical-host label's hash",
+    "nri_socket": "the runtime's NRI socket (e.g. /var/run/nri/nri.sock): run as an NRI "
+    "plugin; empty = off (CRI proxy only)",
+    "nri_plugin_index": "the NRI plugin's index, two digits (plugins run in ascending order)",
 }
 
 
@@ -100,6 +110,10 @@ def _validate_agent_key(key: str, value: Any) -> Any:
             Endpoint.parse(text)  # the same parser the relay uses at start
         except EndpointError as err:
             raise ConfigError(f"{key}: {err}") from None
+    if key == "nri_socket" and text and not Path(text).is_absolute():
+        raise ConfigError(f"nri_socket: {text!r} is not an absolute path")
+    if key == "nri_plugin_index" and not (len(text) == 2 and text.isdigit()):
+        raise ConfigError(f"nri_plugin_index: {text!r} is not two digits (00 to 99)")
     if key == "log_level" and text not in LOG_LEVELS:
         raise ConfigError(f"log_level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
     if key == "log_format" and text not in LOG_FORMATS:
@@ -146,7 +160,11 @@ def config_from_mapping(data: Mapping[str, Any]) -> AgentConfig:
         else:
             known = ", ".join(sorted([*AGENT_KEYS, *policy_keys]))
             raise ConfigError(f"unknown configuration key {key!r} (known keys: {known})")
-    return AgentConfig(**agent_values, policy=PolicyConfig.from_mapping(policy_values))
+    # NRI mode serves no CRI socket unless one was asked for.
+    serve_cri = not agent_values.get("nri_socket") or "listen" in agent_values
+    return AgentConfig(
+        **agent_values, policy=PolicyConfig.from_mapping(policy_values), serve_cri=serve_cri
+    )
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
