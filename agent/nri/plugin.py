@@ -12,6 +12,7 @@ message: the runtime fails the container's creation with it.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,8 @@ class NriPlugin:
         self._runtime = runtime
         self._handlers = node.handlers()
         self._on_synchronized = on_synchronized
+        self._synced = threading.Condition()
+        self.synchronizations = 0  # how many Synchronize rounds have finished
         self._sync_pods: list[nri_pb2.PodSandbox] = []
         self._sync_containers: list[nri_pb2.Container] = []
         self.runtime_name = ""
@@ -69,6 +72,11 @@ class NriPlugin:
             "RemoveContainer": (nri_pb2.RemoveContainerRequest, self._remove),
             "StateChange": (nri_pb2.StateChangeEvent, self._state_change),
         }
+
+    def wait_synchronized(self, count: int = 1, timeout: float = 10.0) -> bool:
+        """Until `count` Synchronize rounds have finished (True) or `timeout` passes."""
+        with self._synced:
+            return self._synced.wait_for(lambda: self.synchronizations >= count, timeout)
 
     def serve(self, service: str, method: str, payload: bytes) -> bytes:
         entry = self._table.get(method) if service == methods.PLUGIN_SERVICE else None
@@ -140,6 +148,9 @@ class NriPlugin:
             len(containers),
             len(updates),
         )
+        with self._synced:
+            self.synchronizations += 1
+            self._synced.notify_all()
         if self._on_synchronized is not None:
             self._on_synchronized()
         return nri_pb2.SynchronizeResponse(update=latest(updates))

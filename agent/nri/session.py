@@ -58,6 +58,10 @@ class NriSession:
         self._threads: list[threading.Thread] = []
 
     @property
+    def plugin(self) -> NriPlugin:
+        return self._plugin
+
+    @property
     def connected(self) -> bool:
         conn = self._conn
         return conn is not None and not conn.closed
