@@ -16,6 +16,7 @@ import itertools
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,8 @@ class Recorded:
     registrations: list[nri_pb2.RegisterPluginRequest] = field(default_factory=list)
     unsolicited: list[nri_pb2.UpdateContainersRequest] = field(default_factory=list)
     synchronize_updates: list[nri_pb2.ContainerUpdate] = field(default_factory=list)
+    # Seconds each plugin call took as the runtime saw it (request sent -> reply read).
+    seconds: dict[str, list[float]] = field(default_factory=dict)
 
 
 class NriRuntimeStandIn:
@@ -187,9 +190,11 @@ class NriRuntimeStandIn:
             request = nri_pb2.SynchronizeRequest(
                 pods=pods if n == 0 else [], containers=part, more=not last
             )
+            began = time.perf_counter()
             raw = conn.call(
                 methods.PLUGIN_SERVICE, "Synchronize", request.SerializeToString(), self.timeout
             )
+            self.recorded.seconds.setdefault("Synchronize", []).append(time.perf_counter() - began)
             reply = nri_pb2.SynchronizeResponse.FromString(raw)
             self.recorded.synchronize_updates.extend(reply.update)
             self._apply_updates(reply.update)
@@ -240,12 +245,9 @@ class NriRuntimeStandIn:
         conn = self._conn
         if conn is None:
             raise RpcError(14, "no plugin connected")
-        raw = conn.call(
-            methods.PLUGIN_SERVICE,
-            method,
-            request.SerializeToString(),
-            self.timeout,
-        )
+        began = time.perf_counter()
+        raw = conn.call(methods.PLUGIN_SERVICE, method, request.SerializeToString(), self.timeout)
+        self.recorded.seconds.setdefault(method, []).append(time.perf_counter() - began)
         return reply_type.FromString(raw)
 
     def run_pod(self, config: cri_pb2.PodSandboxConfig) -> str:
@@ -354,7 +356,10 @@ class NriRuntimeStandIn:
             )
 
     def remove_pod(self, pod_id: str) -> None:
+        """As containerd's RemovePodSandbox: containers still running are stopped first."""
         for cid in [c.id for c in self.containers.values() if c.pod_sandbox_id == pod_id]:
+            if self.containers[cid].state != nri_pb2.CONTAINER_STOPPED:
+                self.stop_container(cid)
             self.remove_container(cid)
         pod = self.pods.pop(pod_id)
         if self._subscribed(nri_pb2.REMOVE_POD_SANDBOX):
