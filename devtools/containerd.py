@@ -184,8 +184,20 @@ def render_config_v3(
     *,
     snapshotter: str = "overlayfs",
     sandbox_image: str = BUSYBOX_IMAGE,
+    required_plugins: tuple[str, ...] = (),
 ) -> str:
-    """containerd 2 config (version 3) for a private instance with CRI and NRI on."""
+    """containerd 2 config (version 3) for a private instance with CRI and NRI on;
+    `required_plugins`: NRI's default validator fails creations without them."""
+    required = ", ".join(f'"{name}"' for name in required_plugins)
+    validator = (
+        f"""
+[{"plugins.'io.containerd.nri.v1.nri'"}.default_validator]
+  enable = true
+  required_plugins = [{required}]
+"""
+        if required_plugins
+        else ""
+    )
     runtime = "plugins.'io.containerd.cri.v1.runtime'"
     images = "plugins.'io.containerd.cri.v1.images'"
     nri = "plugins.'io.containerd.nri.v1.nri'"
@@ -249,7 +261,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   plugin_config_path = "{paths.nri_plugins}"
   plugin_registration_timeout = "5s"
   plugin_request_timeout = "2s"
-"""
+{validator}"""
 
 
 def overlay_works(scratch: Path) -> bool:
@@ -335,12 +347,19 @@ class PrivateContainerd:
     """One containerd subprocess with its own dirs and socket, and our busybox image imported."""
 
     def __init__(
-        self, base: Path, *, snapshotter: str | None = None, bin_dir: Path | None = None
+        self,
+        base: Path,
+        *,
+        snapshotter: str | None = None,
+        bin_dir: Path | None = None,
+        nri_required: tuple[str, ...] = (),
     ) -> None:
         """`bin_dir`: a containerd 2 build there (config version 3, NRI on at
-        paths.nri_socket); None: containerd 1.6 from PATH."""
+        paths.nri_socket; `nri_required`: NRI plugins it will not create a
+        container without); None: containerd 1.6 from PATH."""
         self.paths = ContainerdPaths(base)
         self.bin_dir = bin_dir
+        self.nri_required = nri_required
         self.snapshotter = snapshotter
         self.image = BUSYBOX_IMAGE
         self.started_in = 0.0  # seconds from exec to CRI answering with the image present
@@ -396,7 +415,12 @@ class PrivateContainerd:
         if self.bin_dir is None:
             config = render_config(self.paths, snapshotter=self.snapshotter)
         else:
-            config = render_config_v3(self.paths, self.bin_dir, snapshotter=self.snapshotter)
+            config = render_config_v3(
+                self.paths,
+                self.bin_dir,
+                snapshotter=self.snapshotter,
+                required_plugins=self.nri_required,
+            )
         self.paths.config.write_text(config)
         build_busybox_image(self.paths.image_tar, name=self.image)
         with self.paths.log.open("ab") as log:

@@ -180,3 +180,32 @@ def test_a_plugin_restart_moves_nothing(
         assert second.node.placements() == placements
     finally:
         second.stop()
+
+
+def test_a_required_plugin_makes_creation_fail_while_it_is_away(state_dir: Path) -> None:
+    """docs/install.md's recipe: NRI's default validator with required_plugins."""
+    bin_dir = containerd2_dir()
+    if bin_dir is None:
+        pytest.skip(f"SKIPPED LOUDLY: {CONTAINERD2_ENV} is not set")
+    base = Path(tempfile.mkdtemp(prefix="numa-c2r-"))
+    ctrd = PrivateContainerd(base, bin_dir=bin_dir, nri_required=("numa-agent",))
+    try:
+        ctrd.start(timeout=60)
+        pods = Pods(ctrd)
+        pod = pods.pod_config("needs-it", qos=QoSClass.BESTEFFORT)
+        sandbox = pods.run(pod)
+        config = kubelet_container_config(
+            pod, "app", image=ctrd.image, command=["/bin/sleep", "3600"]
+        )
+        with pytest.raises(CRIError) as err:
+            pods.client.create_container(sandbox, config, pod)
+        assert 'required plugin "numa-agent" not present' in err.value.details
+        daemon = start_plugin(ctrd, state_dir)
+        try:
+            assert pods.start_container(sandbox, pod, config)
+        finally:
+            pods.remove_all()
+            daemon.stop()
+    finally:
+        ctrd.stop()
+        shutil.rmtree(base, ignore_errors=True)
