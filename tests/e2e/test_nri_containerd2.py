@@ -141,6 +141,24 @@ def test_exclusive_cpus_in_the_kernels_view_and_shared_moved_off_and_back(
     assert kernel_cpus(containerd2, batch) == all_cpus
 
 
+def test_a_cpuset_update_keeps_the_containers_other_resources(
+    containerd2: PrivateContainerd, plugin: Daemon, pods: Pods
+) -> None:
+    """The plugin's updates carry only cpusets: containerd keeps shares and limits."""
+    _, web = run(pods, "web", QoSClass.BURSTABLE, 200)
+    before = containerd2.client().container_status(web).status.resources.linux
+    sandbox, _ = run(pods, "latency", QoSClass.GUARANTEED, 1000)
+    after = containerd2.client().container_status(web).status.resources.linux
+    assert after.cpuset_cpus != before.cpuset_cpus  # moved off the exclusive CPU
+    assert (after.cpu_shares, after.cpu_quota, after.memory_limit_in_bytes) == (
+        before.cpu_shares,
+        before.cpu_quota,
+        before.memory_limit_in_bytes,
+    )
+    assert after.cpu_shares == 200 * 1024 // 1000
+    pods.remove(sandbox)
+
+
 def test_a_bad_annotation_fails_the_creation_naming_container_and_annotation(
     containerd2: PrivateContainerd, plugin: Daemon, pods: Pods
 ) -> None:
