@@ -1,0 +1,104 @@
+"""critest, the CRI conformance suite, on a private containerd 2 twice: without the
+NRI plugin and with numa-agent plugged into its NRI socket; then which specs passed
+in each run. The plugin must lose no spec that passes without it.
+
+    python -m devtools.critest_nri --critest /path/to/critest [--focus REGEX]
+
+Needs root and NUMA_AGENT_CONTAINERD2_DIR (devtools/containerd.py). No registry is
+reachable on the project's VMs, so specs that pull images fail in both runs; the
+comparison is over what passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from agent.node.agent import NodeAgent
+from agent.nri.plugin import NriPlugin
+from agent.nri.runtime import NriRuntime
+from agent.nri.session import NriSession
+from agent.policy.config import PolicyConfig
+from devtools.containerd import PrivateContainerd, containerd2_dir
+from topology.sysfs import read_machine
+
+
+def passed_specs(report: Path) -> tuple[set[str], int]:
+    """Names of the specs that passed in a ginkgo JUnit report, and how many ran."""
+    passed, ran = set(), 0
+    for case in ET.parse(report).getroot().iter("testcase"):
+        if case.get("status") == "skipped" or case.find("skipped") is not None:
+            continue
+        ran += 1
+        if case.find("failure") is None and case.find("error") is None:
+            passed.add(case.get("name", ""))
+    return passed, ran
+
+
+def run_critest(critest: Path, ctrd: PrivateContainerd, report: Path, focus: str) -> None:
+    command = [
+        str(critest),
+        f"--runtime-endpoint={ctrd.endpoint}",
+        f"--image-endpoint={ctrd.endpoint}",
+        f"--ginkgo.junit-report={report}",
+        "--ginkgo.skip=AppArmor|SELinux",
+        "--ginkgo.timeout=40m",
+    ]
+    if focus:
+        command.append(f"--ginkgo.focus={focus}")
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--critest", type=Path, required=True)
+    parser.add_argument("--focus", default="")
+    args = parser.parse_args(argv)
+    bin_dir = containerd2_dir()
+    if bin_dir is None:
+        print("NUMA_AGENT_CONTAINERD2_DIR is not set", file=sys.stderr)
+        return 2
+    base = Path(tempfile.mkdtemp(prefix="numa-critest-"))
+    ctrd = PrivateContainerd(base, bin_dir=bin_dir)
+    results: dict[str, tuple[set[str], int]] = {}
+    try:
+        ctrd.start(timeout=60)
+        run_critest(args.critest, ctrd, base / "without.xml", args.focus)
+        results["without"] = passed_specs(base / "without.xml")
+        machine = read_machine(Path("/sys"), cpu_info=False)
+        runtime = NriRuntime(str(ctrd.paths.nri_socket))
+        node = NodeAgent(machine, PolicyConfig(), runtime)
+        plugin = NriPlugin(node, runtime)
+        session = NriSession(str(ctrd.paths.nri_socket), "90", plugin, runtime)
+        session.start()
+        try:
+            if not plugin.wait_synchronized(1, 30):
+                print("containerd did not synchronize the plugin", file=sys.stderr)
+                return 1
+            run_critest(args.critest, ctrd, base / "with.xml", args.focus)
+            results["with"] = passed_specs(base / "with.xml")
+        finally:
+            session.stop()
+            node.close()
+    finally:
+        ctrd.stop()
+    (without, ran_without), (with_, ran_with) = results["without"], results["with"]
+    print(f"without the plugin: {len(without)} of {ran_without} specs passed")
+    print(f"with the plugin:    {len(with_)} of {ran_with} specs passed")
+    lost = sorted(without - with_)
+    gained = sorted(with_ - without)
+    for name in lost:
+        print(f"LOST: {name}")
+    for name in gained:
+        print(f"gained: {name}")
+    shutil.rmtree(base, ignore_errors=True)
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
