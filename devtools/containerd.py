@@ -185,6 +185,7 @@ def render_config_v3(
     snapshotter: str = "overlayfs",
     sandbox_image: str = BUSYBOX_IMAGE,
     required_plugins: tuple[str, ...] = (),
+    registry_config_path: Path | None = None,
 ) -> str:
     """containerd 2 config (version 3) for a private instance with CRI and NRI on;
     `required_plugins`: NRI's default validator fails creations without them."""
@@ -229,6 +230,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [{images}.pinned_images]
   sandbox = "{sandbox_image}"
+
+[{images}.registry]
+  config_path = "{registry_config_path or ""}"
 
 [{runtime}]
   # The VM refuses to lower oom_score_adj (see the version 2 config).
@@ -353,6 +357,7 @@ class PrivateContainerd:
         snapshotter: str | None = None,
         bin_dir: Path | None = None,
         nri_required: tuple[str, ...] = (),
+        registry_config_path: Path | None = None,
     ) -> None:
         """`bin_dir`: a containerd 2 build there (config version 3, NRI on at
         paths.nri_socket; `nri_required`: NRI plugins it will not create a
@@ -360,6 +365,7 @@ class PrivateContainerd:
         self.paths = ContainerdPaths(base)
         self.bin_dir = bin_dir
         self.nri_required = nri_required
+        self.registry_config_path = registry_config_path  # hosts.toml per registry
         self.snapshotter = snapshotter
         self.image = BUSYBOX_IMAGE
         self.started_in = 0.0  # seconds from exec to CRI answering with the image present
@@ -420,6 +426,7 @@ class PrivateContainerd:
                 self.bin_dir,
                 snapshotter=self.snapshotter,
                 required_plugins=self.nri_required,
+                registry_config_path=self.registry_config_path,
             )
         self.paths.config.write_text(config)
         build_busybox_image(self.paths.image_tar, name=self.image)

@@ -5,8 +5,9 @@ in each run. The plugin must lose no spec that passes without it.
     python -m devtools.critest_nri --critest /path/to/critest [--focus REGEX]
 
 Needs root and NUMA_AGENT_CONTAINERD2_DIR (devtools/containerd.py). No registry is
-reachable on the project's VMs, so specs that pull images fail in both runs; the
-comparison is over what passes.
+reachable on the project's VMs: a local one (devtools/registry.py) serves busybox
+under every image name critest asks for, so specs that need another image's
+contents fail in both runs; the comparison is over what passes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from agent.nri.runtime import NriRuntime
 from agent.nri.session import NriSession
 from agent.policy.config import PolicyConfig
 from devtools.containerd import PrivateContainerd, containerd2_dir
+from devtools.registry import LocalRegistry
 from topology.sysfs import read_machine
+
+# Where critest's images come from; all served by the local registry (one busybox).
+REGISTRIES = ("registry.k8s.io", "gcr.io", "k8s.gcr.io", "docker.io")
 
 
 def passed_specs(report: Path) -> tuple[set[str], int]:
@@ -64,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print("NUMA_AGENT_CONTAINERD2_DIR is not set", file=sys.stderr)
         return 2
     base = Path(tempfile.mkdtemp(prefix="numa-critest-"))
-    ctrd = PrivateContainerd(base, bin_dir=bin_dir)
+    registry = LocalRegistry()
+    registry.write_hosts(base / "certs.d", REGISTRIES)
+    ctrd = PrivateContainerd(base, bin_dir=bin_dir, registry_config_path=base / "certs.d")
     results: dict[str, tuple[set[str], int]] = {}
     try:
         ctrd.start(timeout=60)
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             node.close()
     finally:
         ctrd.stop()
+        registry.stop()
     (without, ran_without), (with_, ran_with) = results["without"], results["with"]
     print(f"without the plugin: {len(without)} of {ran_without} specs passed")
     print(f"with the plugin:    {len(with_)} of {ran_with} specs passed")
