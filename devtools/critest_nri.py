@@ -59,24 +59,19 @@ def run_critest(critest: Path, ctrd: PrivateContainerd, report: Path, focus: str
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--critest", type=Path, required=True)
-    parser.add_argument("--focus", default="")
-    args = parser.parse_args(argv)
-    bin_dir = containerd2_dir()
-    if bin_dir is None:
-        print("NUMA_AGENT_CONTAINERD2_DIR is not set", file=sys.stderr)
-        return 2
+def one_run(critest: Path, bin_dir: Path, out: Path, focus: str, plugged: bool) -> Path:
+    """critest on a fresh containerd 2 (images, pods, containers: none left from the
+    other run), with or without the plugin; returns the JUnit report."""
+    report = out / ("with.xml" if plugged else "without.xml")
     base = Path(tempfile.mkdtemp(prefix="numa-critest-"))
     registry = LocalRegistry()
     registry.write_hosts(base / "certs.d", REGISTRIES)
     ctrd = PrivateContainerd(base, bin_dir=bin_dir, registry_config_path=base / "certs.d")
-    results: dict[str, tuple[set[str], int]] = {}
     try:
         ctrd.start(timeout=60)
-        run_critest(args.critest, ctrd, base / "without.xml", args.focus)
-        results["without"] = passed_specs(base / "without.xml")
+        if not plugged:
+            run_critest(critest, ctrd, report, focus)
+            return report
         machine = read_machine(Path("/sys"), cpu_info=False)
         runtime = NriRuntime(str(ctrd.paths.nri_socket))
         node = NodeAgent(machine, PolicyConfig(), runtime)
@@ -85,26 +80,38 @@ def main(argv: list[str] | None = None) -> int:
         session.start()
         try:
             if not plugin.wait_synchronized(1, 30):
-                print("containerd did not synchronize the plugin", file=sys.stderr)
-                return 1
-            run_critest(args.critest, ctrd, base / "with.xml", args.focus)
-            results["with"] = passed_specs(base / "with.xml")
+                raise RuntimeError("containerd did not synchronize the plugin")
+            run_critest(critest, ctrd, report, focus)
         finally:
             session.stop()
             node.close()
+        return report
     finally:
         ctrd.stop()
         registry.stop()
-    (without, ran_without), (with_, ran_with) = results["without"], results["with"]
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--critest", type=Path, required=True)
+    parser.add_argument("--focus", default="")
+    parser.add_argument("--out", type=Path, default=Path("critest-results"))
+    args = parser.parse_args(argv)
+    bin_dir = containerd2_dir()
+    if bin_dir is None:
+        print("NUMA_AGENT_CONTAINERD2_DIR is not set", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    without, ran_without = passed_specs(one_run(args.critest, bin_dir, args.out, args.focus, False))
+    with_, ran_with = passed_specs(one_run(args.critest, bin_dir, args.out, args.focus, True))
     print(f"without the plugin: {len(without)} of {ran_without} specs passed")
     print(f"with the plugin:    {len(with_)} of {ran_with} specs passed")
     lost = sorted(without - with_)
-    gained = sorted(with_ - without)
     for name in lost:
         print(f"LOST: {name}")
-    for name in gained:
+    for name in sorted(with_ - without):
         print(f"gained: {name}")
-    shutil.rmtree(base, ignore_errors=True)
     return 1 if lost else 0
 
 
