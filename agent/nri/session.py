@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 
 from agent.nri import methods
@@ -181,12 +180,3 @@ class NriSession:
                     "the runtime did not apply cpuset updates of %s (the reconcile retries)",
                     ", ".join(u.container_id for u in failed),
                 )
-
-    def wait_connected(self, timeout: float) -> bool:
-        """Until registered (True) or `timeout` seconds pass (tests, benchmarks)."""
-        deadline = time.monotonic() + timeout
-        while not self.connected:
-            if time.monotonic() >= deadline:
-                return False
-            self._stop.wait(0.05)
-        return True
