@@ -253,6 +253,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [{runtime}.cni]
   conf_dir = "{paths.cni_conf}"
+  # Debian's containernetworking-plugins, for pods not on the host network.
+  bin_dirs = ["/usr/lib/cni", "/opt/cni/bin"]
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"

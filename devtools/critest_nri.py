@@ -33,6 +33,22 @@ from topology.sysfs import read_machine
 REGISTRIES = ("registry.k8s.io", "gcr.io", "k8s.gcr.io", "docker.io")
 
 
+# critest's pods use the pod network: a bridge of its own (name and subnet unlike
+# any other containerd's here), from Debian's containernetworking-plugins.
+CNI_CONFIG = """{
+  "cniVersion": "1.0.0",
+  "name": "numa-critest",
+  "plugins": [
+    {"type": "bridge", "bridge": "numacrit0", "isGateway": true, "ipMasq": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.251.0.0/24"}]],
+              "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}},
+    {"type": "loopback"}
+  ]
+}
+"""
+
+
 def passed_specs(report: Path) -> tuple[set[str], int]:
     """Names of the specs that passed in a ginkgo JUnit report, and how many ran."""
     passed, ran = set(), 0
@@ -67,6 +83,8 @@ def one_run(critest: Path, bin_dir: Path, out: Path, focus: str, plugged: bool) 
     registry = LocalRegistry()
     registry.write_hosts(base / "certs.d", REGISTRIES)
     ctrd = PrivateContainerd(base, bin_dir=bin_dir, registry_config_path=base / "certs.d")
+    ctrd.paths.cni_conf.mkdir(parents=True)
+    (ctrd.paths.cni_conf / "10-critest.conflist").write_text(CNI_CONFIG)
     try:
         ctrd.start(timeout=60)
         if not plugged:
