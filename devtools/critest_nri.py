@@ -69,6 +69,7 @@ def run_critest(critest: Path, ctrd: PrivateContainerd, report: Path, focus: str
         f"--ginkgo.junit-report={report}",
         "--ginkgo.skip=AppArmor|SELinux",
         "--ginkgo.timeout=40m",
+        "--ginkgo.seed=1",  # the same order in both runs
     ]
     if focus:
         command.append(f"--ginkgo.focus={focus}")

@@ -1,7 +1,7 @@
 """A local, read-only OCI registry for tests on machines with no network: it
-serves one busybox image (every applet of Debian's busybox-static) under any
-repository name and tag, so a containerd pointed at it (hosts.toml) can pull the
-images conformance suites name. Development only.
+serves a busybox image (every applet of Debian's busybox-static) under any
+repository name and tag (one image per name), so a containerd pointed at it
+(hosts.toml) can pull the images conformance suites name. Development only.
 """
 
 from __future__ import annotations
@@ -26,19 +26,30 @@ _MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/]+)$")
 _BLOB = re.compile(r"^/v2/(.+)/blobs/(sha256:[0-9a-f]{64})$")
 
 
-def busybox_blobs() -> tuple[Blob, dict[str, Blob]]:
-    """The image's manifest and every blob by digest."""
+def busybox_layer() -> Blob:
+    """One layer: Debian's busybox-static with every applet it has."""
     binary = find_busybox()
     listed = subprocess.run([str(binary), "--list"], capture_output=True, text=True, check=True)
     applets = tuple(sorted(set(listed.stdout.split()) - {"busybox"}))
-    layer = Blob("application/vnd.oci.image.layer.v1.tar", layer_tar(binary.read_bytes(), applets))
+    return Blob("application/vnd.oci.image.layer.v1.tar", layer_tar(binary.read_bytes(), applets))
+
+
+def image_for(name: str, layer: Blob) -> tuple[Blob, Blob]:
+    """The manifest and config of repository `name`: one layer shared by all, and a
+    config naming the repository, so each name is its own image (its own digest), as
+    a real registry's images are."""
     config = Blob(
         "application/vnd.oci.image.config.v1+json",
         _json(
             {
                 "architecture": go_arch(),
                 "os": "linux",
-                "config": {"Cmd": ["/bin/sh"], "Env": ["PATH=/bin"], "WorkingDir": "/"},
+                "config": {
+                    "Cmd": ["/bin/sh"],
+                    "Env": ["PATH=/bin"],
+                    "WorkingDir": "/",
+                    "Labels": {"repository": name},
+                },
                 "rootfs": {"type": "layers", "diff_ids": [layer.digest]},
             }
         ),
@@ -54,14 +65,23 @@ def busybox_blobs() -> tuple[Blob, dict[str, Blob]]:
             }
         ),
     )
-    return manifest, {b.digest: b for b in (layer, config, manifest)}
+    return manifest, config
 
 
 class LocalRegistry:
     """Serves on 127.0.0.1 (a free port) until `stop`."""
 
     def __init__(self) -> None:
-        manifest, blobs = busybox_blobs()
+        layer = busybox_layer()
+        blobs = {layer.digest: layer}
+        lock = threading.Lock()
+
+        def manifest_of(name: str) -> Blob:
+            manifest, config = image_for(name, layer)
+            with lock:
+                blobs[manifest.digest] = manifest
+                blobs[config.digest] = config
+            return manifest
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *_args: object) -> None:
@@ -80,9 +100,14 @@ class LocalRegistry:
                     blob = Blob("application/json", b"{}")
                 elif (m := _MANIFEST.match(path)) is not None:
                     ref = m.group(2)
-                    blob = manifest if not ref.startswith("sha256:") else blobs.get(ref)
+                    if ref.startswith("sha256:"):
+                        with lock:
+                            blob = blobs.get(ref)
+                    else:
+                        blob = manifest_of(m.group(1))
                 elif (m := _BLOB.match(path)) is not None:
-                    blob = blobs.get(m.group(2))
+                    with lock:
+                        blob = blobs.get(m.group(2))
                 if blob is None:
                     data = json.dumps({"errors": [{"code": "NOT_FOUND"}]}).encode()
                     self.send_response(404)

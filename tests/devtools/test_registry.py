@@ -44,6 +44,13 @@ def test_any_name_resolves_to_the_image_and_its_blobs(registry: LocalRegistry, n
     assert _get(f"{registry.url}/v2/{name}/manifests/{digest}")[0] == body
 
 
+def test_each_name_is_its_own_image(registry: LocalRegistry) -> None:
+    one = _get(f"{registry.url}/v2/a/busybox/manifests/1")[1]["Docker-Content-Digest"]
+    two = _get(f"{registry.url}/v2/b/httpd/manifests/1")[1]["Docker-Content-Digest"]
+    again = _get(f"{registry.url}/v2/a/busybox/manifests/2")[1]["Docker-Content-Digest"]
+    assert one != two and one == again
+
+
 def test_unknown_blobs_are_not_found(registry: LocalRegistry) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         _get(f"{registry.url}/v2/x/blobs/sha256:{'0' * 64}")
