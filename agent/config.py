@@ -23,6 +23,9 @@ from agent.yamlfile import YamlFileError, read_yaml_file
 DEFAULT_CONFIG_PATH = "/etc/numa-agent/config.yaml"
 # Node Feature Discovery's local feature source reads every file in this directory.
 DEFAULT_FEATURE_FILE = "/etc/kubernetes/node-feature-discovery/features.d/numa-agent"
+# Plugins are called in ascending index order: late, so plugins that add devices or
+# mounts come first, and the cpusets this one sets are what the container gets.
+DEFAULT_NRI_PLUGIN_INDEX = "90"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 _RELAY = Limits()  # the relay's own defaults, so that there is one place for them
@@ -51,7 +54,11 @@ class AgentConfig:
     relay_placement_limit: int = _RELAY.placement
     relay_stream_limit: int = _RELAY.streams
     relay_waiting_limit: int = _RELAY.waiting
+    nri_socket: str = ""  # the runtime's NRI socket; empty: NRI off (the CRI proxy only)
+    nri_plugin_index: str = DEFAULT_NRI_PLUGIN_INDEX
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    # Not a key: in NRI mode the CRI socket is served only when `listen` was given.
+    serve_cri: bool = True
 
     @property
     def effective_image_endpoint(self) -> str:
@@ -93,6 +100,9 @@ AGENT_KEYS: dict[str, str] = {
     "holds open at once; more are refused with RESOURCE_EXHAUSTED",
     "relay_waiting_limit": "calls the relay holds before their request message arrives; "
     "when full, the one waiting longest is cancelled",
+    "nri_socket": "the runtime's NRI socket (e.g. /var/run/nri/nri.sock): run as an NRI "
+    "plugin; empty = off (CRI proxy only)",
+    "nri_plugin_index": "the NRI plugin's index, two digits (plugins run in ascending order)",
 }
 RELAY_LIMIT_KEYS = (
     "relay_passthrough_limit",
@@ -149,6 +159,10 @@ def _validate_agent_key(key: str, value: Any) -> Any:
             Endpoint.parse(text)  # the same parser the relay uses at start
         except EndpointError as err:
             raise ConfigError(f"{key}: {err}") from None
+    if key == "nri_socket" and text and not Path(text).is_absolute():
+        raise ConfigError(f"nri_socket: {text!r} is not an absolute path")
+    if key == "nri_plugin_index" and not (len(text) == 2 and text.isdigit()):
+        raise ConfigError(f"nri_plugin_index: {text!r} is not two digits (00 to 99)")
     if key == "log_level" and text not in LOG_LEVELS:
         raise ConfigError(f"log_level: {text!r} is not one of {', '.join(LOG_LEVELS)}")
     if key == "log_format" and text not in LOG_FORMATS:
@@ -195,7 +209,11 @@ def config_from_mapping(data: Mapping[str, Any]) -> AgentConfig:
         else:
             known = ", ".join(sorted([*AGENT_KEYS, *policy_keys]))
             raise ConfigError(f"unknown configuration key {key!r} (known keys: {known})")
-    return AgentConfig(**agent_values, policy=PolicyConfig.from_mapping(policy_values))
+    # NRI mode serves no CRI socket unless one was asked for.
+    serve_cri = not agent_values.get("nri_socket") or "listen" in agent_values
+    return AgentConfig(
+        **agent_values, policy=PolicyConfig.from_mapping(policy_values), serve_cri=serve_cri
+    )
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

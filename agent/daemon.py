@@ -1,4 +1,5 @@
-"""`numa-agent run`: wire configuration, machine, state, node agent and relay together.
+"""`numa-agent run`: wire configuration, machine, state, node agent and its front
+doors (the CRI relay, the NRI plugin, or both) together.
 
 The imperative shell around everything else: it reads sysfs, waits for the
 runtime, restores state, serves the CRI socket, and turns signals into a clean
@@ -27,7 +28,10 @@ from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
 from agent.node.reconcile import Reconciler
-from agent.node.runtime_access import GrpcRuntimeAccess
+from agent.node.runtime_access import GrpcRuntimeAccess, RuntimeAccess
+from agent.nri.plugin import NriPlugin
+from agent.nri.runtime import NriRuntime
+from agent.nri.session import NriSession
 from agent.observe.metrics import AgentMetrics
 from agent.observe.process import process_stats
 from agent.observe.server import MACHINE_PATH, MetricsServer, MetricsServerError
@@ -102,6 +106,7 @@ class Daemon:
         self.reconciler: Reconciler | None = None
         self._runtime: GrpcRuntimeAccess | None = None
         self.relay: RelayServer | None = None
+        self.nri: NriSession | None = None
         self.metrics: AgentMetrics | None = None
         self.metrics_server: MetricsServer | None = None
         self.introspect: IntrospectServer | None = None
@@ -113,7 +118,8 @@ class Daemon:
         # Descriptors for the state file and the status socket when a flood takes the rest.
         RESERVE.fill()
         # Before anything touches state or the runtime: is another agent already here?
-        listen.ensure_free(Endpoint.parse(cfg.listen).path)
+        if cfg.serve_cri:
+            listen.ensure_free(Endpoint.parse(cfg.listen).path)
         self._state_lock = StateDirLock(cfg.state_dir)
         try:
             self._state_lock.acquire()
@@ -126,14 +132,21 @@ class Daemon:
             machine = self.machine = read_machine(cfg.sysfs_root, cpu_info=False)
         except ValueError as err:
             raise StartupError(f"cannot read the machine's topology: {err}") from err
-        runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
-        log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
+        nri = bool(cfg.nri_socket)
+        if not nri:
+            runtime = wait_for_runtime(cfg.runtime_endpoint, self._runtime_wait_s)
+            log.info("runtime %s answers at %s", runtime, cfg.runtime_endpoint)
         store = StateStore(
             cfg.state_dir,
             machine_fingerprint(machine),
             also_accept=(legacy_fingerprint(machine),),
         )
         self._runtime = GrpcRuntimeAccess(cfg.runtime_endpoint, update_timeout=cfg.update_timeout)
+        # NRI mode: the runtime's NRI view answers the agent's listings; its CRI
+        # socket only what NRI may not tell (a started container's pid).
+        access: RuntimeAccess = (
+            NriRuntime(cfg.nri_socket, cri=self._runtime) if nri else self._runtime
+        )
         metrics = self.metrics = AgentMetrics() if cfg.metrics_address else None
         if metrics is not None:
             metrics.watch_state_file(store)  # a read-only state dir serves, counting failures
@@ -141,29 +154,37 @@ class Daemon:
             self.node = NodeAgent(
                 machine,
                 cfg.policy,
-                self._runtime,
+                access,
                 store=store,
-                background_updates=True,
+                # NRI: updates owed go in the reply to the request that made them.
+                background_updates=not nri,
                 observer=metrics,
             )
         except ConfigError as err:
             # Keys only this machine can check (reserved_cpus, numa_labels).
             raise StartupError(f"invalid configuration for this machine: {err}") from err
-        self.node.start()
-        self.reconciler = Reconciler(
-            self.node, self._runtime, cfg.reconcile_period, observer=metrics
-        )
+        if isinstance(access, NriRuntime):
+            # The runtime's Synchronize does what node.start() does for the proxy.
+            self.nri = NriSession(
+                cfg.nri_socket, cfg.nri_plugin_index, NriPlugin(self.node, access), access
+            )
+            self.nri.start()
+        else:
+            self.node.start()
+        self.reconciler = Reconciler(self.node, access, cfg.reconcile_period, observer=metrics)
         self.reconciler.start()
-        self.relay = RelayServer(
-            cfg.listen,
-            cfg.runtime_endpoint,
-            cfg.image_endpoint or None,
-            hooks=self.node.relay_hooks(),
-            socket_group=cfg.socket_group,
-            observer=None if metrics is None else metrics.observe_call,
-            limits=cfg.relay_limits,
-        )
-        self.relay.start()
+        if cfg.serve_cri:
+            self.relay = RelayServer(
+                cfg.listen,
+                cfg.runtime_endpoint,
+                cfg.image_endpoint or None,
+                # NRI mode places through NRI: a CRI socket there only relays.
+                hooks=None if nri else self.node.relay_hooks(),
+                socket_group=cfg.socket_group,
+                observer=None if metrics is None else metrics.observe_call,
+                limits=cfg.relay_limits,
+            )
+            self.relay.start()
         self.introspect = IntrospectServer(status_socket_path(cfg.listen), self.status)
         self.introspect.start()
         if metrics is not None:
@@ -180,7 +201,10 @@ class Daemon:
         self.feature_file = FeatureFile(machine, read_dmi(cfg.sysfs_root))
         self.feature_file.update(cfg)  # logs, never raises: labels must not stop the relay
         notify("READY=1")
-        log.info("serving CRI on %s (pid %d)", self.relay.path, os.getpid())
+        if self.relay is not None:
+            log.info("serving CRI on %s (pid %d)", self.relay.path, os.getpid())
+        if nri:
+            log.info("plugging into NRI at %s (pid %d)", cfg.nri_socket, os.getpid())
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
         """Stop accepting, finish calls in flight, write state, remove the socket."""
@@ -194,6 +218,9 @@ class Daemon:
         if self.relay is not None:
             self.relay.stop(grace)
             self.relay = None
+        if self.nri is not None:
+            self.nri.stop()
+            self.nri = None
         if self.reconciler is not None:
             self.reconciler.stop()
             self.reconciler = None
@@ -256,6 +283,8 @@ class Daemon:
                 "reconcile_period",
                 *RELAY_LIMIT_KEYS,
                 "update_timeout",
+                "nri_socket",
+                "nri_plugin_index",
             )
             if getattr(new, key) != getattr(self.config, key)
         )

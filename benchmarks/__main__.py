@@ -1,7 +1,7 @@
 """`make bench`: relay cost, worker starvation, unknown method names, large
-annotations, placement speed and quality, and the machine map's size and render
-time in one run (or some: --only); prints the tables and writes everything as JSON
-(bench-results/results.json)."""
+annotations, placement speed and quality, the machine map's size and render
+time, and the NRI door's answer times in one run (or some: --only); prints the
+tables and writes everything as JSON (bench-results/results.json)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ from benchmarks import (
     lifetime_bench,
     machine_map_bench,
     method_names_bench,
+    nri_bench,
     placement_bench,
     quality,
     relay_bench,
     report,
     starvation_bench,
 )
+from devtools.containerd import containerd2_dir
 
 PARTS = (
     "relay",
@@ -40,6 +42,7 @@ PARTS = (
     "placement",
     "quality",
     "machine-map",
+    "nri",
 )
 
 
@@ -166,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         results["machine_map"] = page.as_dict()
         print("\n## Machine map (512 CPUs, 500 containers)\n")
         print(machine_map_bench.report(page), flush=True)
+
+    if "nri" in parts:
+        bin_dir = None if args.no_containerd else containerd2_dir()
+        door = nri_bench.evaluate(nri_bench.QUICK if args.quick else nri_bench.Plan(), bin_dir)
+        results["nri"] = door
+        print("\n## NRI door: the runtime's wait for the plugin (ms)\n")
+        print(nri_bench.table(door), flush=True)
 
     results["seconds"] = round(time.monotonic() - began, 1)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,15 @@ from proto import cri_pb2
 
 K8S_NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin works in
 BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
+# containerd 2 (NRI on) is not packaged here: a directory holding the four binaries
+# built from source (containerd, its runc shim, ctr, a current runc). Unset: the
+# containerd 2 tests skip, saying so.
+CONTAINERD2_ENV = "NUMA_AGENT_CONTAINERD2_DIR"
+
+
+def containerd2_dir() -> Path | None:
+    value = os.environ.get(CONTAINERD2_ENV, "")
+    return Path(value) if value else None
 
 
 class ContainerdError(RuntimeError):
@@ -45,14 +54,20 @@ class CtrError(ContainerdError):
     """A `ctr` command failed."""
 
 
-def missing_prerequisites() -> list[str]:
-    """What stops containerd from running pods here, as sentences a person can act on."""
+def missing_prerequisites(bin_dir: Path | None = None) -> list[str]:
+    """What stops containerd from running pods here, as sentences a person can act on;
+    `bin_dir`: containerd 2's binaries are there instead of on PATH."""
     missing = []
     if os.geteuid() != 0:
         missing.append("not running as root (containerd and runc need root)")
-    absent = [binary for binary in BINARIES if shutil.which(binary) is None]
-    if absent:
-        missing.append(f"{', '.join(absent)} not on PATH (apt-get install containerd runc)")
+    if bin_dir is None:
+        absent = [binary for binary in BINARIES if shutil.which(binary) is None]
+        if absent:
+            missing.append(f"{', '.join(absent)} not on PATH (apt-get install containerd runc)")
+    else:
+        absent = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+        if absent:
+            missing.append(f"{', '.join(absent)} not in {bin_dir} (build them: docs/install.md)")
     try:
         find_busybox()
     except ImageBuildError as err:
@@ -97,6 +112,14 @@ class ContainerdPaths:
     @property
     def image_tar(self) -> Path:
         return self.base / "busybox-oci.tar"
+
+    @property
+    def nri_socket(self) -> Path:
+        return self.base / "nri.sock"
+
+    @property
+    def nri_plugins(self) -> Path:
+        return self.base / "nri-plugins"  # none: keeps the host's /opt/nri/plugins out
 
 
 def render_config(
@@ -153,6 +176,98 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 {cri[:-1]}.cni]
   conf_dir = "{paths.cni_conf}"
 """
+
+
+def render_config_v3(
+    paths: ContainerdPaths,
+    bin_dir: Path,
+    *,
+    snapshotter: str = "overlayfs",
+    sandbox_image: str = BUSYBOX_IMAGE,
+    required_plugins: tuple[str, ...] = (),
+    registry_config_path: Path | None = None,
+) -> str:
+    """containerd 2 config (version 3) for a private instance with CRI and NRI on;
+    `required_plugins`: NRI's default validator fails creations without them."""
+    required = ", ".join(f'"{name}"' for name in required_plugins)
+    validator = (
+        f"""
+[{"plugins.'io.containerd.nri.v1.nri'"}.default_validator]
+  enable = true
+  required_plugins = [{required}]
+"""
+        if required_plugins
+        else ""
+    )
+    runtime = "plugins.'io.containerd.cri.v1.runtime'"
+    images = "plugins.'io.containerd.cri.v1.images'"
+    nri = "plugins.'io.containerd.nri.v1.nri'"
+    return f"""\
+version = 3
+root = "{paths.root}"
+state = "{paths.state}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{paths.socket}"
+
+[ttrpc]
+  address = "{paths.socket}.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = "{paths.opt}"
+
+[{images}]
+  snapshotter = "{snapshotter}"
+
+[{images}.pinned_images]
+  sandbox = "{sandbox_image}"
+
+[{images}.registry]
+  config_path = "{registry_config_path or ""}"
+
+[{runtime}]
+  # The VM refuses to lower oom_score_adj (see the version 2 config).
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+
+[{runtime}.containerd]
+  default_runtime_name = "runc"
+
+[{runtime}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{runtime}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  BinaryName = "{bin_dir / "runc"}"
+  Root = "{paths.state}/runc"
+
+[{runtime}.cni]
+  conf_dir = "{paths.cni_conf}"
+  # Debian's containernetworking-plugins, for pods not on the host network.
+  bin_dirs = ["/usr/lib/cni", "/opt/cni/bin"]
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[{nri}]
+  disable = false
+  socket_path = "{paths.nri_socket}"
+  plugin_path = "{paths.nri_plugins}"
+  plugin_config_path = "{paths.nri_plugins}"
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+{validator}"""
 
 
 def overlay_works(scratch: Path) -> bool:
@@ -224,8 +339,8 @@ def container_pid(client: CRIClient, container_id: str) -> int:
     return pid_from_status(client.container_status(container_id, verbose=True))
 
 
-def containerd_command(config: Path) -> list[str]:
-    command = ["containerd", "--config", str(config), "--log-level", "info"]
+def containerd_command(config: Path, binary: str = "containerd") -> list[str]:
+    command = [binary, "--config", str(config), "--log-level", "info"]
     # If the process that started containerd dies without stopping it (a killed test run),
     # containerd gets SIGTERM instead of running on unowned. setpriv (util-linux) sets that
     # without a preexec_fn, which is unsafe once gRPC threads exist.
@@ -237,8 +352,22 @@ def containerd_command(config: Path) -> list[str]:
 class PrivateContainerd:
     """One containerd subprocess with its own dirs and socket, and our busybox image imported."""
 
-    def __init__(self, base: Path, *, snapshotter: str | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        snapshotter: str | None = None,
+        bin_dir: Path | None = None,
+        nri_required: tuple[str, ...] = (),
+        registry_config_path: Path | None = None,
+    ) -> None:
+        """`bin_dir`: a containerd 2 build there (config version 3, NRI on at
+        paths.nri_socket; `nri_required`: NRI plugins it will not create a
+        container without); None: containerd 1.6 from PATH."""
         self.paths = ContainerdPaths(base)
+        self.bin_dir = bin_dir
+        self.nri_required = nri_required
+        self.registry_config_path = registry_config_path  # hosts.toml per registry
         self.snapshotter = snapshotter
         self.image = BUSYBOX_IMAGE
         self.started_in = 0.0  # seconds from exec to CRI answering with the image present
@@ -279,21 +408,35 @@ class PrivateContainerd:
     def start(self, timeout: float = 30.0) -> None:
         if self._proc is not None:
             raise ContainerdError("this containerd is already started")
-        missing = missing_prerequisites()
+        missing = missing_prerequisites(self.bin_dir)
         if missing:
             raise ContainerdUnavailable("cannot run containerd here: " + "; ".join(missing))
         began = time.monotonic()
         self.paths.base.mkdir(parents=True, exist_ok=True)
         for d in (self.paths.root, self.paths.state, self.paths.cni_conf, self.paths.opt):
             d.mkdir(parents=True, exist_ok=True)
+        if self.bin_dir is not None:
+            self.paths.nri_plugins.mkdir(exist_ok=True)
         if self.snapshotter is None:
             scratch = self.paths.base / "overlay-check"
             self.snapshotter = "overlayfs" if overlay_works(scratch) else "native"
-        self.paths.config.write_text(render_config(self.paths, snapshotter=self.snapshotter))
+        if self.bin_dir is None:
+            config = render_config(self.paths, snapshotter=self.snapshotter)
+        else:
+            config = render_config_v3(
+                self.paths,
+                self.bin_dir,
+                snapshotter=self.snapshotter,
+                required_plugins=self.nri_required,
+                registry_config_path=self.registry_config_path,
+            )
+        self.paths.config.write_text(config)
         build_busybox_image(self.paths.image_tar, name=self.image)
         with self.paths.log.open("ab") as log:
             self._proc = subprocess.Popen(
-                containerd_command(self.paths.config),
+                containerd_command(self.paths.config, self._binary("containerd")),
+                # containerd finds its shim on PATH: containerd 2's own first.
+                env=self._env(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -350,8 +493,23 @@ class PrivateContainerd:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def _binary(self, name: str) -> str:
+        return name if self.bin_dir is None else str(self.bin_dir / name)
+
+    def _env(self) -> dict[str, str] | None:
+        if self.bin_dir is None:
+            return None
+        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
+
     def ctr(self, *args: str, timeout: float = 30.0) -> str:
-        command = ["ctr", "--address", str(self.paths.socket), "--namespace", K8S_NAMESPACE, *args]
+        command = [
+            self._binary("ctr"),
+            "--address",
+            str(self.paths.socket),
+            "--namespace",
+            K8S_NAMESPACE,
+            *args,
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
             raise CtrError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")

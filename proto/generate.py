@@ -1,4 +1,4 @@
-"""Regenerates the committed Python code for proto/cri.proto.
+"""Regenerates the committed Python code for proto/cri.proto, nri.proto and ttrpc.proto.
 
 Run `python -m proto.generate` from the repo root after editing the .proto;
 tests/relay/test_proto.py fails while the committed code is stale.
@@ -14,8 +14,16 @@ from pathlib import Path
 from grpc_tools import protoc
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROTO_FILES = ("proto/cri.proto",)
-GENERATED = ("cri_pb2.py", "cri_pb2.pyi", "cri_pb2_grpc.py")
+PROTO_FILES = ("proto/cri.proto", "proto/nri.proto", "proto/ttrpc.proto")
+GENERATED = (
+    "cri_pb2.py",
+    "cri_pb2.pyi",
+    "cri_pb2_grpc.py",
+    "nri_pb2.py",
+    "nri_pb2.pyi",
+    "ttrpc_pb2.py",
+    "ttrpc_pb2.pyi",
+)
 
 
 class GenerateError(RuntimeError):
@@ -30,18 +38,21 @@ def generate(out_dir: Path = REPO_ROOT) -> list[Path]:
     """
     (out_dir / "proto").mkdir(parents=True, exist_ok=True)
     well_known = resources.files("grpc_tools") / "_proto"
-    args = [
+    common = [
         "grpc_tools.protoc",
         f"-I{REPO_ROOT}",
         f"-I{well_known}",
         f"--python_out={out_dir}",
         f"--pyi_out={out_dir}",
-        f"--grpc_python_out={out_dir}",
-        *(str(REPO_ROOT / p) for p in PROTO_FILES),
     ]
-    rc = protoc.main(args)
-    if rc != 0:
-        raise GenerateError(f"protoc failed with exit code {rc} on {', '.join(PROTO_FILES)}")
+    # Only the CRI is gRPC; NRI and ttrpc messages travel over ttrpc (agent/nri/).
+    for extra, files in (
+        ([f"--grpc_python_out={out_dir}"], PROTO_FILES[:1]),
+        ([], PROTO_FILES[1:]),
+    ):
+        rc = protoc.main([*common, *extra, *(str(REPO_ROOT / p) for p in files)])
+        if rc != 0:
+            raise GenerateError(f"protoc failed with exit code {rc} on {', '.join(files)}")
     return [out_dir / "proto" / name for name in GENERATED]
 
 

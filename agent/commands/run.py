@@ -34,10 +34,12 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="serve the CRI socket kubelet uses, relaying to the runtime",
+        help="serve the CRI socket kubelet uses (or plug into the runtime's NRI socket)",
         description="Start the node agent: kubelet's --container-runtime-endpoint points at "
         "--listen; every CRI call is relayed to --runtime-endpoint, with cpusets chosen by the "
-        "placement policy. SIGTERM stops cleanly, SIGHUP reloads the configuration file.",
+        "placement policy. With --nri-socket the agent is instead an NRI plugin of the runtime "
+        "(kubelet unchanged; no CRI socket unless --listen is given). SIGTERM stops cleanly, "
+        "SIGHUP reloads the configuration file.",
     )
     add_config_flags(parser)
     parser.add_argument(
