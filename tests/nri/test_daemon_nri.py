@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from topology.fakesysfs import write_shape
 
 from agent.config import AgentConfig, ConfigError, config_from_mapping, resolve_config
 from agent.daemon import Daemon
 from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
+from devtools.fakesysfs import write_shape
 from devtools.nri_runtime import NriRuntimeStandIn
 from topology.cpuset import CPUSet
 
