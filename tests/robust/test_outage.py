@@ -14,20 +14,18 @@ from agent.workload import QoSClass
 from devtools.criclient import CRIClient, CRIError
 from proto import cri_pb2
 from tests.robust.harness import Stack, create, live, run_pod
-from tests.waiting import wait_until
+from tests.waiting import LIMIT_S, wait_until
 from topology.cpuset import CPUSet
 
 USABLE = CPUSet.range(1, 7)  # desktop-1s-4c-ht with reserved_cpus '0'
 
 
-def _unavailable(call: object, endpoint: str) -> float:
-    """Make the call; it must fail with UNAVAILABLE naming `endpoint`. Returns seconds taken."""
-    start = time.monotonic()
+def _unavailable(call: object, endpoint: str) -> None:
+    """Make the call; it must fail with UNAVAILABLE naming `endpoint`."""
     with pytest.raises(CRIError) as err:
         call()  # type: ignore[operator]
     assert err.value.code == grpc.StatusCode.UNAVAILABLE, err.value
     assert endpoint in err.value.details, err.value.details
-    return time.monotonic() - start
 
 
 def test_runtime_restart_mid_placement(stack: Stack) -> None:
@@ -50,7 +48,7 @@ def test_runtime_restart_mid_placement(stack: Stack) -> None:
     assert gate.entered.wait(5)
     down = threading.Thread(target=stack.server.down, kwargs={"grace": 10})
     down.start()
-    wait_until(lambda: not stack.server.path.exists(), 5, "the runtime to stop accepting")
+    wait_until(lambda: not stack.server.path.exists(), LIMIT_S, "the runtime to stop accepting")
     gate.release.set()
     down.join(10)
     stopping.join(10)
@@ -58,11 +56,12 @@ def test_runtime_restart_mid_placement(stack: Stack) -> None:
         runtime.container_status(cri_pb2.ContainerStatusRequest(container_id=db)).status.state
         == cri_pb2.CONTAINER_EXITED
     ), "the call in flight at the runtime completed"
-    wait_until(lambda: stack.node.pending_updates() == 1, 5, "the update to batch to be owed")
+    wait_until(lambda: stack.node.pending_updates() == 1, LIMIT_S, "the update to batch to be owed")
 
     # Down: every call fails fast with UNAVAILABLE naming the runtime; the agent serves.
+    # UNAVAILABLE, not DEADLINE_EXCEEDED: failed before the caller's deadline, not at it.
     for call in (client.version, client.list_containers, lambda: client.container_status(db)):
-        assert _unavailable(call, stack.server.endpoint) < 4.0  # not the 5 s deadline
+        _unavailable(call, stack.server.endpoint)
     # A create the runtime cannot take gives its CPUs back at once.
     before = stack.node.placements()
     _unavailable(lambda: create(client, late_sandbox, late_pod, "late", 2), stack.server.endpoint)
