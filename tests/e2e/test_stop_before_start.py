@@ -2,8 +2,10 @@
 
 containerd 1.6 answers StopContainer of a container that never started with OK,
 leaves it CREATED, and starts it on a later StartContainer (seen on these
-machines). So the agent keeps its CPUs until it is removed (or seen exited):
-otherwise two Guaranteed containers would run on one CPU. Needs root and containerd.
+machines). So the agent keeps tracking it as a live container until it is
+removed (or seen exited): otherwise two Guaranteed containers would run on one
+CPU. Its exclusive CPUs then stay its pod's until the sandbox stops (a pod's
+place holds for its whole life, docs/pod-rules.md). Needs root and containerd.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ pytestmark = [pytest.mark.root, pytest.mark.containerd]
 make_agent = test_kernel_truth.make_agent  # the fixture, shared
 
 
-def test_a_container_stopped_before_it_started_keeps_its_cpus_until_removed(
+def test_a_container_stopped_before_it_started_keeps_its_cpus_until_its_pod_stops(
     containerd: PrivateContainerd, make_agent: AgentFactory
 ) -> None:
     daemon, pods = make_agent()
     _, batch = create(pods, "batch", QoSClass.BESTEFFORT, 0)
     pods.client.start_container(batch)
-    _, early = create(pods, "early", QoSClass.GUARANTEED, 1000)
+    early_pod, early = create(pods, "early", QoSClass.GUARANTEED, 1000)
     pods.client.stop_container(early)
     # What containerd does with it: still created, and it can still start.
     direct = containerd.client()
@@ -42,9 +44,14 @@ def test_a_container_stopped_before_it_started_keeps_its_cpus_until_removed(
     settle(daemon)
     own = kernel(containerd, early)
     assert len(own) == 1 and kernel(containerd, batch).isdisjoint(own)
-    # Removed: the CPU is free again.
+    # Removed, the CPU stays the pod's (a re-create would get it back) ...
     pods.client.stop_container(early)
     pods.client.remove_container(early)
+    with pytest.raises(CRIError) as still:
+        create(pods, "late1", QoSClass.GUARANTEED, 1000)
+    assert still.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # ... until its sandbox stops: free again.
+    pods.client.stop_pod_sandbox(early_pod)
     _, late = create(pods, "late2", QoSClass.GUARANTEED, 1000)
     pods.client.start_container(late)
     settle(daemon)

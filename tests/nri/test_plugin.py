@@ -16,6 +16,7 @@ from agent.workload import QoSClass
 from devtools.nri_runtime import NriRuntimeStandIn
 from proto import cri_pb2, nri_pb2
 from tests.nri.conftest import Plugged
+from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 
 GIB = 1 << 30
@@ -67,11 +68,19 @@ def test_exclusive_cpus_move_shared_containers_off_and_back(
     assert standin.recorded.unsolicited == []
     placed = {p.container_id: p for p in plugged.node.placements()}
     assert placed[exclusive].exclusive and CPUSet.parse(placed[exclusive].cpuset_cpus) == mine
-    # Stopping gives the CPUs back, in StopContainer's reply.
+    # A stopped container's CPUs stay its pod's (a re-create gets them back) ...
     standin.stop_container(exclusive)
-    assert CPUSet.parse(standin.cpus(shared)) == before
-    standin.remove_pod(pod_id)
+    assert not mine & CPUSet.parse(standin.cpus(shared))
     assert exclusive not in {p.container_id for p in plugged.node.placements()}
+    # ... until its sandbox stops: NRI's StopPodSandbox has no reply to carry them,
+    # so the shared container is widened again by an unsolicited UpdateContainers.
+    standin.stop_pod(pod_id)
+    wait_until(
+        lambda: CPUSet.parse(standin.cpus(shared)) == before,
+        what="the shared container widened again after the pod stopped",
+    )
+    assert standin.recorded.unsolicited
+    standin.remove_pod(pod_id)
 
 
 def test_a_bad_annotation_fails_the_creation_naming_container_and_annotation(
