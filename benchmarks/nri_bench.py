@@ -39,7 +39,7 @@ from benchmarks import placement_bench
 from devtools.containerd import PrivateContainerd, containerd2_dir, missing_prerequisites
 from devtools.criclient import CRIError
 from devtools.nri_runtime import NriRuntimeStandIn
-from devtools.pods import PodRunner
+from devtools.pods import PodRunner, sleeper_config
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -194,16 +194,7 @@ def containerd2(plan: Plan, bin_dir: Path) -> dict[str, Any]:
         def create(name: str, qos: QoSClass, milli: int) -> tuple[str, float]:
             pod = pods.pod_config(name, qos=qos)
             sandbox = pods.run(pod)
-            guaranteed = qos is QoSClass.GUARANTEED
-            config = kubelet_container_config(
-                pod,
-                "app",
-                milli,
-                milli if guaranteed else 0,
-                64 << 20 if guaranteed else 0,
-                image=ctrd.image,
-                command=["/bin/sleep", "3600"],
-            )
+            config = sleeper_config(pod, qos, milli, ctrd.image)
             began = time.perf_counter()
             cid = ctrd.client().create_container(sandbox, config, pod)
             took = time.perf_counter() - began

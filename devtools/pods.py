@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.kubelet import kubelet_pod_config
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from devtools.criclient import CRIClient
 from proto import cri_pb2
@@ -30,6 +30,23 @@ def remove_cgroup(parent: str, cgroup_root: Path = CGROUP_ROOT) -> None:
         # Directories still holding tasks or children stay: they are not ours to kill.
         with contextlib.suppress(OSError):  # ENOENT, ENOTEMPTY, EBUSY
             path.rmdir()
+
+
+def sleeper_config(
+    pod: cri_pb2.PodSandboxConfig, qos: QoSClass, milli: int, image: str, name: str = "app"
+) -> cri_pb2.ContainerConfig:
+    """A container that sleeps, as kubelet asks for it: `milli` CPU requested (and as
+    limit with 64 MiB of memory when the pod is Guaranteed)."""
+    guaranteed = qos is QoSClass.GUARANTEED
+    return kubelet_container_config(
+        pod,
+        name,
+        milli,
+        milli if guaranteed else 0,
+        64 << 20 if guaranteed else 0,
+        image=image,
+        command=["/bin/sleep", "3600"],
+    )
 
 
 class PodRunner:

@@ -33,6 +33,7 @@ from agent.kubelet import kubelet_container_config
 from agent.workload import QoSClass
 from devtools.containerd import PrivateContainerd
 from devtools.criclient import CRIClient, CRIError
+from devtools.pods import sleeper_config
 from proto import cri_pb2
 from tests.e2e.conftest import Pods
 from topology.cpuset import CPUSet
@@ -84,16 +85,7 @@ def create(
     mounts make runc's start slower: the window where containerd drops an update wider."""
     pod = pods.pod_config(name, qos=qos)
     sandbox = pods.run(pod)
-    guaranteed = qos is QoSClass.GUARANTEED
-    config = kubelet_container_config(
-        pod,
-        "app",
-        milli,
-        milli if guaranteed else 0,
-        64 << 20 if guaranteed else 0,
-        image=pods.containerd.image,
-        command=["/bin/sleep", "3600"],
-    )
+    config = sleeper_config(pod, qos, milli, pods.containerd.image)
     if mount is not None:
         config.mounts.extend(
             cri_pb2.Mount(container_path=f"/mnt/m{i}", host_path=str(mount), readonly=True)

@@ -30,6 +30,7 @@ from devtools.containerd import (
     missing_prerequisites,
 )
 from devtools.criclient import CRIError
+from devtools.pods import sleeper_config
 from tests.e2e.conftest import Pods
 from topology.cpuset import CPUSet
 
@@ -104,16 +105,7 @@ def pods(containerd2: PrivateContainerd) -> Iterator[Pods]:
 def run(pods: Pods, name: str, qos: QoSClass, milli: int, **kw: object) -> tuple[str, str]:
     pod = pods.pod_config(name, qos=qos, annotations=kw.get("annotations"))  # type: ignore[arg-type]
     sandbox = pods.run(pod)
-    guaranteed = qos is QoSClass.GUARANTEED
-    config = kubelet_container_config(
-        pod,
-        "app",
-        milli,
-        milli if guaranteed else 0,
-        64 << 20 if guaranteed else 0,
-        image=pods.containerd.image,
-        command=["/bin/sleep", "3600"],
-    )
+    config = sleeper_config(pod, qos, milli, pods.containerd.image)
     return sandbox, pods.start_container(sandbox, pod, config)
 
 
