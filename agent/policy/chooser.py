@@ -10,7 +10,9 @@ and sorts by one comparator (`rank`'s docstring; docs/placement.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import NamedTuple
 
 from agent.policy.accounting import PoolState
 from agent.policy.classes import EVERYWHERE, shared_class_short, word
@@ -23,6 +25,44 @@ from agent.policy.request import ContainerRequest, CpuKind, Need
 
 # Scores are sums of products of floats; rounding keeps symmetric pools tied.
 SCORE_DIGITS = 9
+
+
+class Source(StrEnum):
+    """The rules weighted by closeness, each shown as its own part of a score."""
+
+    AFFINITY = "cri-resource-manager affinities toward {n} placed container{s}"
+    SYMMETRIC = "cri-resource-manager affinities of {n} placed container{s} toward it"
+    COLOCATE_PODS = "colocate_pods: {n} container{s} of its pod"
+    COLOCATE_NAMESPACES = "colocate_namespaces: {n} container{s} of its namespace"
+
+
+class Pull(NamedTuple):
+    """What one source of closeness-weighted rules gave a place, in weight points
+    (the units of the pod rules' notes); text only when an explanation shows it."""
+
+    got: float
+    source: Source
+    partners: int
+
+    def __str__(self) -> str:
+        plural = "" if self.partners == 1 else "s"
+        return f"{self.got:+.3f} {self.source.format(n=self.partners, s=plural)}, by closeness"
+
+
+@dataclass(frozen=True, slots=True)
+class Pulls:
+    """The closeness-weighted score of every pool, and each source's part of it."""
+
+    total: list[float]
+    parts: tuple[tuple[Source, int, list[float]], ...]
+
+    def notes(self, index: int) -> tuple[Pull, ...]:
+        return tuple(
+            Pull(scores[index], source, partners)
+            for source, partners, scores in self.parts
+            if scores[index]
+        )
+
 
 Ranking = tuple[list[Candidate], list[tuple[Pool, str]], list[tuple[Pool, list[Required]]]]
 
@@ -84,9 +124,19 @@ class Chooser:
         ranked.sort(key=lambda c: c.rank)
         return ranked, rejected, ruled_out
 
-    def scores(self, request: ContainerRequest) -> list[float] | None:
-        """Affinity score of every pool, or None when all are zero (no affinities)."""
+    def scores(self, request: ContainerRequest) -> Pulls | None:
+        """The closeness-weighted score of every pool (cri-resource-manager affinities,
+        both ways with `symmetric_affinity`, and the colocate options), with each
+        source's part for the explanation; None when all are zero."""
         weights: dict[int, float] = {}
+        parts: dict[Source, dict[int, float]] = {}
+        partners: dict[Source, int] = {}
+
+        def add(source: Source, index: int, weight: float, count: int = 1) -> None:
+            part = parts.setdefault(source, {})
+            part[index] = part.get(index, 0.0) + weight
+            partners[source] = partners.get(source, 0) + count
+
         fn = request.affinity
         symmetric = self.config.symmetric_affinity
         container = request.container
@@ -94,28 +144,57 @@ class Chooser:
             for key, record in self.ledger.records.items():
                 if record.pool is None or key == request.key:
                     continue
-                weight = fn(record.request.container) if fn is not None else 0
+                own = fn(record.request.container) if fn is not None else 0
+                theirs = 0
                 if symmetric and record.request.affinity is not None:
                     # A(D, C): the placed container's own rules toward the newcomer.
-                    weight += record.request.affinity(container)
+                    theirs = record.request.affinity(container)
+                weight = own + theirs
                 if weight:
                     index = record.pool.index
                     weights[index] = weights.get(index, 0.0) + weight
+                    if own:
+                        add(Source.AFFINITY, index, own)
+                    if theirs:
+                        add(Source.SYMMETRIC, index, theirs)
         pull = self.config.colocate_weight
         if self.config.colocate_pods or self.config.colocate_namespaces:
             for state in self.ledger.states:
                 count = 0
+                index = state.pool.index
                 if self.config.colocate_pods:
-                    count += state.pods.get(container.pod.uid, 0)
+                    pods = state.pods.get(container.pod.uid, 0)
+                    count += pods
+                    if pods:
+                        add(Source.COLOCATE_PODS, index, pull * pods, pods)
                 if self.config.colocate_namespaces:
-                    count += state.namespaces.get(container.namespace, 0)
+                    spaces = state.namespaces.get(container.namespace, 0)
+                    count += spaces
+                    if spaces:
+                        add(Source.COLOCATE_NAMESPACES, index, pull * spaces, spaces)
                 if count:
-                    index = state.pool.index
                     weights[index] = weights.get(index, 0.0) + pull * count
         nonzero = [(q, w) for q, w in weights.items() if w]
         if not nonzero:
             return None
-        return [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self.close]
+        total = [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self.close]
+        shown = [(source, part) for source, part in parts.items() if any(part.values())]
+        if len(shown) == 1:
+            return Pulls(total, ((shown[0][0], partners[shown[0][0]], total),))
+        return Pulls(
+            total,
+            tuple(
+                (
+                    source,
+                    partners[source],
+                    [
+                        round(sum(w * row[q] for q, w in part.items()), SCORE_DIGITS)
+                        for row in self.close
+                    ],
+                )
+                for source, part in shown
+            ),
+        )
 
     def evaluation(
         self, request: ContainerRequest, need: Need, confine: int | None
@@ -139,7 +218,7 @@ class Chooser:
         self,
         state: PoolState,
         need: Need,
-        scores: list[float] | None,
+        scores: Pulls | None,
         shared: int,
         rules: Evaluation | None,
     ) -> Candidate | str | list[Required]:
@@ -150,20 +229,21 @@ class Chooser:
         if reason is not None:
             return reason
         occupied = pool.cpus.mask
-        score = scores[pool.index] if scores is not None else 0.0
-        notes: tuple[object, ...] = ()
+        score = scores.total[pool.index] if scores is not None else 0.0
+        notes: tuple[object, ...] = scores.notes(pool.index) if scores is not None else ()
         if rules is not None:
             failing = rules.failing(occupied)
             if failing:
                 return failing
-            extra, notes = rules.score(occupied)
+            extra, earned = rules.score(occupied)
+            notes += earned
             score = round(score + extra, SCORE_DIGITS)
         load = state.load(need.milli_cpu, shared)
         rank = (-score, 0, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
         return Candidate(pool, score, rank, f"load {load:.0%}", 0, pool.index, notes, occupied)
 
     def exclusive_candidate(
-        self, state: PoolState, need: Need, scores: list[float] | None, rules: Evaluation | None
+        self, state: PoolState, need: Need, scores: Pulls | None, rules: Evaluation | None
     ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self.exclusive_short(pool, need)
@@ -187,10 +267,11 @@ class Chooser:
         reason = self.memory_short(self.ledger.states[home], need)
         if reason is not None:
             return reason
-        score = scores[home] if scores is not None else 0.0
-        notes: tuple[object, ...] = ()
+        score = scores.total[home] if scores is not None else 0.0
+        notes: tuple[object, ...] = scores.notes(home) if scores is not None else ()
         if rules is not None:
-            extra, notes = rules.score(pick)
+            extra, earned = rules.score(pick)
+            notes += earned
             score = round(score + extra, SCORE_DIGITS)
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
