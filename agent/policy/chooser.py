@@ -18,7 +18,7 @@ from agent.policy.accounting import PoolState
 from agent.policy.classes import EVERYWHERE, shared_class_short, word
 from agent.policy.constraints import Evaluation, Required
 from agent.policy.cpus import pick_exclusive
-from agent.policy.explain import Candidate
+from agent.policy.explain import MAX_NOTED, Candidate
 from agent.policy.ledger import Ledger
 from agent.policy.pools import Pool
 from agent.policy.request import ContainerRequest, CpuKind, Need
@@ -81,7 +81,13 @@ class Chooser:
         self.close = close  # pool x pool closeness (closeness.py)
         self.numa = numa  # NUMA node -> (its CPUs, its labels), for node affinity
 
-    def rank(self, request: ContainerRequest, need: Need, confine: int | None = None) -> Ranking:
+    def rank(
+        self,
+        request: ContainerRequest,
+        need: Need,
+        confine: int | None = None,
+        forced: int | None = None,
+    ) -> Ranking:
         """Every pool with capacity that the pod rules allow, best first; the pools
         without capacity with the reason; the pools the rules rule out with the rules.
 
@@ -96,6 +102,9 @@ class Chooser:
            split cores, then fewer free CPUs left over (best fit keeps large holes
            for large requests);
         5. lower pool id: deterministic.
+
+        `forced` (place_in) keeps only that pool among the candidates. The winner and
+        the runner-up carry a note per rule that scored them (explain.py).
         """
         scores = self.scores(request)
         rules = self.evaluation(request, need, confine)
@@ -122,79 +131,106 @@ class Chooser:
                 for c, (skew, notes) in zip(ranked, skews, strict=True)
             ]
         ranked.sort(key=lambda c: c.rank)
+        if forced is not None:  # place_in: only the pool named is a candidate
+            ranked = [c for c in ranked if c.pool.index == forced]
+        if scores is not None:
+            # The closeness-weighted parts, noted only where an explanation shows notes.
+            ranked[:MAX_NOTED] = [
+                replace(c, notes=scores.notes(c.home) + c.notes) for c in ranked[:MAX_NOTED]
+            ]
         return ranked, rejected, ruled_out
 
     def scores(self, request: ContainerRequest) -> Pulls | None:
         """The closeness-weighted score of every pool (cri-resource-manager affinities,
         both ways with `symmetric_affinity`, and the colocate options), with each
         source's part for the explanation; None when all are zero."""
-        weights: dict[int, float] = {}
-        parts: dict[Source, dict[int, float]] = {}
-        partners: dict[Source, int] = {}
-
-        def add(source: Source, index: int, weight: float, count: int = 1) -> None:
-            part = parts.setdefault(source, {})
-            part[index] = part.get(index, 0.0) + weight
-            partners[source] = partners.get(source, 0) + count
-
+        weights: dict[int, float] = {}  # partner's home pool -> summed weight
+        parts: dict[Source, dict[int, float]] = {}  # the same, per source (when several)
+        own_n = theirs_n = pods_n = spaces_n = 0  # partner containers per source
         fn = request.affinity
         symmetric = self.config.symmetric_affinity
         container = request.container
-        if fn is not None or symmetric:
+        if fn is not None and not symmetric:
+            for key, record in self.ledger.records.items():
+                if record.pool is None or key == request.key:
+                    continue
+                weight = fn(record.request.container)
+                if weight:
+                    index = record.pool.index
+                    weights[index] = weights.get(index, 0.0) + weight
+                    own_n += 1
+            parts[Source.AFFINITY] = dict(weights)
+        elif symmetric:
+            own_part: dict[int, float] = {}
+            theirs_part: dict[int, float] = {}
             for key, record in self.ledger.records.items():
                 if record.pool is None or key == request.key:
                     continue
                 own = fn(record.request.container) if fn is not None else 0
                 theirs = 0
-                if symmetric and record.request.affinity is not None:
+                if record.request.affinity is not None:
                     # A(D, C): the placed container's own rules toward the newcomer.
                     theirs = record.request.affinity(container)
                 weight = own + theirs
                 if weight:
                     index = record.pool.index
                     weights[index] = weights.get(index, 0.0) + weight
-                    if own:
-                        add(Source.AFFINITY, index, own)
-                    if theirs:
-                        add(Source.SYMMETRIC, index, theirs)
+                if own:
+                    index = record.pool.index
+                    own_part[index] = own_part.get(index, 0.0) + own
+                    own_n += 1
+                if theirs:
+                    index = record.pool.index
+                    theirs_part[index] = theirs_part.get(index, 0.0) + theirs
+                    theirs_n += 1
+            parts[Source.AFFINITY] = own_part
+            parts[Source.SYMMETRIC] = theirs_part
         pull = self.config.colocate_weight
         if self.config.colocate_pods or self.config.colocate_namespaces:
+            pods_part: dict[int, float] = {}
+            spaces_part: dict[int, float] = {}
             for state in self.ledger.states:
                 count = 0
                 index = state.pool.index
                 if self.config.colocate_pods:
                     pods = state.pods.get(container.pod.uid, 0)
-                    count += pods
                     if pods:
-                        add(Source.COLOCATE_PODS, index, pull * pods, pods)
+                        count += pods
+                        pods_part[index] = pull * pods
+                        pods_n += pods
                 if self.config.colocate_namespaces:
                     spaces = state.namespaces.get(container.namespace, 0)
-                    count += spaces
                     if spaces:
-                        add(Source.COLOCATE_NAMESPACES, index, pull * spaces, spaces)
+                        count += spaces
+                        spaces_part[index] = pull * spaces
+                        spaces_n += spaces
                 if count:
                     weights[index] = weights.get(index, 0.0) + pull * count
+            parts[Source.COLOCATE_PODS] = pods_part
+            parts[Source.COLOCATE_NAMESPACES] = spaces_part
         nonzero = [(q, w) for q, w in weights.items() if w]
         if not nonzero:
             return None
         total = [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self.close]
-        shown = [(source, part) for source, part in parts.items() if any(part.values())]
+        partners = {
+            Source.AFFINITY: own_n,
+            Source.SYMMETRIC: theirs_n,
+            Source.COLOCATE_PODS: pods_n,
+            Source.COLOCATE_NAMESPACES: spaces_n,
+        }
+        shown = [source for source, part in parts.items() if any(part.values())]
         if len(shown) == 1:
-            return Pulls(total, ((shown[0][0], partners[shown[0][0]], total),))
+            return Pulls(total, ((shown[0], partners[shown[0]], total),))
         return Pulls(
             total,
-            tuple(
-                (
-                    source,
-                    partners[source],
-                    [
-                        round(sum(w * row[q] for q, w in part.items()), SCORE_DIGITS)
-                        for row in self.close
-                    ],
-                )
-                for source, part in shown
-            ),
+            tuple((source, partners[source], self.dot(parts[source])) for source in shown),
         )
+
+    def dot(self, weights: Mapping[int, float]) -> list[float]:
+        """Every pool's closeness-weighted sum of `weights` (partner pool -> weight)."""
+        return [
+            round(sum(w * row[q] for q, w in weights.items()), SCORE_DIGITS) for row in self.close
+        ]
 
     def evaluation(
         self, request: ContainerRequest, need: Need, confine: int | None
@@ -230,13 +266,12 @@ class Chooser:
             return reason
         occupied = pool.cpus.mask
         score = scores.total[pool.index] if scores is not None else 0.0
-        notes: tuple[object, ...] = scores.notes(pool.index) if scores is not None else ()
+        notes: tuple[object, ...] = ()
         if rules is not None:
             failing = rules.failing(occupied)
             if failing:
                 return failing
-            extra, earned = rules.score(occupied)
-            notes += earned
+            extra, notes = rules.score(occupied)
             score = round(score + extra, SCORE_DIGITS)
         load = state.load(need.milli_cpu, shared)
         rank = (-score, 0, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
@@ -268,10 +303,9 @@ class Chooser:
         if reason is not None:
             return reason
         score = scores.total[home] if scores is not None else 0.0
-        notes: tuple[object, ...] = scores.notes(home) if scores is not None else ()
+        notes: tuple[object, ...] = ()
         if rules is not None:
-            extra, earned = rules.score(pick)
-            notes += earned
+            extra, notes = rules.score(pick)
             score = round(score + extra, SCORE_DIGITS)
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
