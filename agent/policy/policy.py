@@ -262,9 +262,8 @@ class Policy:
             where = str(self.config.reserved_cpus) or "the machine's shared CPUs"
             note = f"{request.key}: {need.why}, runs on {where}"
             return ledger.install(new_record(request, need, None, 0, 0.0, note)), note
-        ranked, rejected, ruled_out = self._chooser.rank(request, need, confine)
+        ranked, rejected, ruled_out = self._chooser.rank(request, need, confine, forced)
         if forced is not None:
-            ranked = [c for c in ranked if c.pool.index == forced]
             rejected = [r for r in rejected if r[0].index == forced]
             ruled_out = [r for r in ruled_out if r[0].index == forced]
         if not ranked:

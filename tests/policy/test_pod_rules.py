@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from agent.affinity import effective_affinity, parse_pod_affinities
+from agent.policy.closeness import closeness_table
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest, ResourceExhausted, RuleUnsatisfied
 from agent.policy.policy import Decision, Policy
@@ -620,3 +623,52 @@ def test_scores_add_up_and_explanations_show_each_rule(machines: Machines) -> No
     web = pol.place(request("web", 500, qos=B, labels={"app": "web"}, rules=rules))
     assert web.pool == "numa3" and web.score == 40
     assert "rules for numa3: +40 numa-agent.io/affinity: podAffinity.preferred" in web.explanation
+
+
+def test_both_languages_add_up_on_one_scale_as_the_worked_example_says(
+    machines: Machines,
+) -> None:
+    """docs/placement.md, "One scale": a cri-resource-manager affinity of weight 50
+    (times closeness) and a preferred pod anti-affinity of weight 30 on one pod."""
+    m = machines("xeon-2s-2numa")
+    pol = policy(m)
+    pol.place_in(request("cache", 2000, labels={"app": "cache"}), "numa0")
+    pol.place_in(request("batch", 2000, labels={"app": "batch"}), "numa0")
+    annotations = {
+        "cri-resource-manager.intel.com/affinity": (
+            "main:\n  - scope:\n      key: pod/name\n      operator: Equals\n"
+            "      values: [cache]\n"
+            "    match:\n      key: name\n      operator: Equals\n      values: [main]\n"
+            "    weight: 50\n"
+        )
+    }
+    rules = affinity(
+        anti_preferred=[term({"matchLabels": {"app": "batch"}}, Level.NUMA, weight=30)]
+    )
+    base = request("web", 500, qos=B, labels={"app": "web"}, rules=rules)
+    crm = parse_pod_affinities(annotations).rules_for("main")
+    assert [r.weight for r in crm] == [50]
+    me = base.container
+
+    def fn(other: ContainerInfo) -> int:
+        return effective_affinity(me, crm, other)
+
+    web = pol.place(replace(base, affinity=fn))
+    close = closeness_to_numa0(pol)
+    assert web.pool == "numa1"
+    assert web.score == round(50 * close["numa1"], 9)
+    assert f"{web.score:.3f}" == "48.864"
+    text = web.explanation
+    assert "rules for numa1: +48.864 cri-resource-manager affinities toward 1 placed" in text
+    assert (
+        "rules for numa0: +50.000 cri-resource-manager affinities toward 1 placed container, "
+        "by closeness; -30 numa-agent.io/affinity: podAntiAffinity.preferred"
+    ) in text
+    assert "candidates: numa1 48.864 [load 2%], numa0 20.000" in text
+
+
+def closeness_to_numa0(pol: Policy) -> dict[str, float]:
+    """Closeness of every pool to numa0 (agent/policy/closeness.py, docs/placement.md)."""
+    table = closeness_table(pol.machine, pol.tree)
+    numa0 = pol.tree.by_name("numa0").index
+    return {pool.name: table[pool.index][numa0] for pool in pol.tree.pools}

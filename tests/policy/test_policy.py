@@ -441,3 +441,17 @@ def test_symmetric_affinity_adds_both_directions(machines: Machines) -> None:
     off = policy(machines("xeon-2s-2numa"))
     off.place_in(request("a", 2000, name="a", affinity=named("b", -5)), "numa1")
     assert off.place(request("b", 500, qos=B, name="b", affinity=named("a", 2))).pool == "numa1"
+
+
+def test_explanations_note_each_closeness_weighted_source_in_weight_points(
+    machines: Machines,
+) -> None:
+    pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=True, colocate_pods=True)
+    pol.place_in(request("a", 2000, pod="p", name="a", affinity=named("b", 5)), "numa1")
+    b = pol.place(request("b", 500, qos=B, pod="p", name="b", affinity=named("a", 2)))
+    assert b.pool == "numa1" and b.score == 8
+    assert (
+        "rules for numa1: +2.000 cri-resource-manager affinities toward 1 placed container, "
+        "by closeness; +5.000 cri-resource-manager affinities of 1 placed container toward it, "
+        "by closeness; +1.000 colocate_pods: 1 container of its pod, by closeness"
+    ) in b.explanation
