@@ -116,10 +116,15 @@ def rebuild(books: Books, saved: SavedState, listing: Listing) -> Outcome:
         books.pods[sandbox.id] = saved.pods.get(sandbox.id) or pod_from_sandbox(
             sandbox, listing.parents.get(sandbox.id, "")
         )
+    # A pod's places last until its sandbox stops: an exited container of a stopped
+    # sandbox (the agent died between StopPodSandbox and its record) keeps nothing.
+    ready = {s.id for s in listing.sandboxes if s.state == cri_pb2.SANDBOX_READY}
     known: list[tuple[SavedContainer, cri_pb2.ContainerStatus]] = []
     unknown: list[tuple[cri_pb2.Container, cri_pb2.ContainerStatus]] = []
     for ctr, status in listing.containers:
         entry = saved.containers.get(ctr.id)
+        if ctr.state == cri_pb2.CONTAINER_EXITED and ctr.pod_sandbox_id not in ready:
+            continue
         if entry is not None:
             known.append((entry, status))
         elif ctr.state != cri_pb2.CONTAINER_EXITED:

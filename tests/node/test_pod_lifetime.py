@@ -14,6 +14,7 @@ import pytest
 from agent.kubelet import kubelet_container_resources
 from agent.workload import QoSClass
 from devtools.criclient import CRIError
+from proto import cri_pb2
 from tests.node.conftest import MODES, Node, NodeFactory
 from topology.cpuset import CPUSet
 
@@ -88,6 +89,24 @@ def test_a_restart_keeps_an_exited_containers_place(make_node: NodeFactory, tmp_
         replica(second, "db-2")
     again = second.container(sandbox, "db-0", 2000, 2000, memory=1 << 30, attempt=1)
     assert second.cpus(again) == before
+
+
+def test_a_sandbox_stopped_while_the_agent_was_down_keeps_no_place(
+    make_node: NodeFactory, tmp_path: Path
+) -> None:
+    """A pod's places last until its sandbox stops, also when the agent missed the
+    StopPodSandbox (it died between the runtime's stop and its own record): at the
+    restart the exited container of a stopped sandbox holds nothing."""
+    node = make_node("xeon-2s-2numa", "inprocess", state_dir=tmp_path)
+    sandbox, db0 = replica(node, "db-0")
+    replica(node, "db-1")
+    exit_and_relist(node, db0)
+    node.agent.close()
+    node.runtime.stop_pod_sandbox(cri_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox))
+    second = make_node("xeon-2s-2numa", "inprocess", runtime=node.runtime, state_dir=tmp_path)
+    second.pods.update(node.pods)
+    assert db0 not in {p.container_id for p in second.agent.placements()}
+    replica(second, "db-2")  # db-0's socket is free again
 
 
 def test_an_init_container_gives_its_cpus_to_the_pods_next_container(
