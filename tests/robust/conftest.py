@@ -42,8 +42,10 @@ def runtime_server(sockdir: Path) -> Iterator[RuntimeServer]:
 
 
 @pytest.fixture
-def site(sockdir: Path, desktop_sysfs: Path) -> Site:
-    return Site(sockdir, desktop_sysfs)
+def site(sockdir: Path, desktop_sysfs: Path) -> Iterator[Site]:
+    site = Site(sockdir, desktop_sysfs)
+    yield site
+    site.kill_all()
 
 
 @pytest.fixture

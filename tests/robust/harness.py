@@ -129,6 +129,14 @@ class Site:
     base: Path
     sysfs: Path
     config_text: str = "reserved_cpus: '0'\nlog_format: json\n"
+    # Every agent started here: a test that fails midway leaves none running.
+    started: list[Agent] = field(default_factory=list)
+
+    def kill_all(self) -> None:
+        for agent in self.started:
+            if agent.proc.poll() is None:
+                agent.proc.kill()
+                agent.proc.wait()
 
     @property
     def listen(self) -> Path:
@@ -179,6 +187,7 @@ class Site:
                 preexec_fn=None if cgroup_procs is None else _join(cgroup_procs),
             )
         agent = Agent(proc, notify, self.listen, self.state_dir / "state.json", log)
+        self.started.append(agent)
         if wait:
             agent.wait_message(b"READY=1")
         return agent

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,8 +30,15 @@ def xeon_sysfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_shape("xeon-2s-2numa", tmp_path_factory.mktemp("xeon") / "sysfs")
 
 
-def test_create_storm(sockdir: Path, xeon_sysfs: Path, runtime_server: RuntimeServer) -> None:
+@pytest.fixture
+def xeon_site(sockdir: Path, xeon_sysfs: Path) -> Iterator[Site]:
     site = Site(sockdir, xeon_sysfs, "reserved_cpus: '0,40'\nlog_format: json\n")
+    yield site
+    site.kill_all()  # a failing test leaves no agent running
+
+
+def test_create_storm(xeon_site: Site, runtime_server: RuntimeServer) -> None:
+    site = xeon_site
     agent = site.start(runtime_server.endpoint)
     with agent.client(timeout=30) as setup:
         pods = [run_pod(setup, f"p{i}") for i in range(CALLS)]
