@@ -117,6 +117,7 @@ class Daemon:
         cfg = self.config
         # Descriptors for the state file and the status socket when a flood takes the rest.
         RESERVE.fill()
+        process_stats()  # a first full reading: status answers from it during a flood
         # Before anything touches state or the runtime: is another agent already here?
         if cfg.serve_cri:
             listen.ensure_free(Endpoint.parse(cfg.listen).path)
