@@ -6,7 +6,7 @@
 
 from agent.affinity.errors import AnnotationError, ExpressionError
 from agent.affinity.evaluate import effective_affinity, is_same_container
-from agent.affinity.expression import Expression, Operator
+from agent.affinity.expression import Expression, parse_operator
 from agent.affinity.loader import MAX_ANNOTATION_BYTES, MAX_DEPTH
 from agent.affinity.parse import (
     CONTAINER_NAME_KEY,
@@ -15,9 +15,12 @@ from agent.affinity.parse import (
     PodAffinities,
     parse_pod_affinities,
 )
+from agent.terms.operator import CRI_RM_OPERATORS, Operator
 from agent.affinity.rule import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY, Rule, RuleKind
 
 __all__ = [
+    "CRI_RM_OPERATORS",
+    "parse_operator",
     "ANNOTATION_AFFINITY",
     "ANNOTATION_ANTI_AFFINITY",
     "CONTAINER_NAME_KEY",

@@ -7,54 +7,33 @@ closure, so evaluating it against a container is a couple of calls, no parsing.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import Enum
 
 from agent.affinity.errors import ExpressionError, quote
-from agent.affinity.glob import Glob
 from agent.affinity.keys import Accessor, compile_key
+from agent.terms.glob import Glob
+from agent.terms.operator import CRI_RM_OPERATORS, Operator, value_test
 from agent.workload import ContainerInfo
 
 Test = Callable[[ContainerInfo], bool]
 
 
-class Operator(StrEnum):
-    EQUALS = "Equals"
-    NOT_EQUAL = "NotEqual"
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    NOT_EXISTS = "NotExists"
-    ALWAYS_TRUE = "AlwaysTrue"
-    MATCHES = "Matches"
-    MATCHES_NOT = "MatchesNot"
-    MATCHES_ANY = "MatchesAny"
-    MATCHES_NONE = "MatchesNone"
+def parse_operator(text: str) -> Operator:
+    """The operator spelled `text` in cri-resource-manager's language; raises
+    ExpressionError listing the valid ones."""
+    op = _SPELLINGS.get(text)
+    if op is not None:
+        return op
+    names = ", ".join(o.value for o in CRI_RM_OPERATORS)
+    close = difflib.get_close_matches(text, list(_SPELLINGS), n=1)
+    hint = f' (did you mean "{_SPELLINGS[close[0]].value}"?)' if close else ""
+    raise ExpressionError("operator", f"{quote(text)} is not one of {names}{hint}")
 
-    @property
-    def takes_globs(self) -> bool:
-        """Whether the values are glob patterns (Go's path/filepath.Match syntax)."""
-        return self in _GLOB_OPERATORS
-
-    @classmethod
-    def parse(cls, text: str) -> Operator:
-        """The operator spelled `text`; raises ExpressionError listing the valid ones."""
-        op = _SPELLINGS.get(text)
-        if op is not None:
-            return op
-        names = ", ".join(o.value for o in cls)
-        close = difflib.get_close_matches(text, list(_SPELLINGS), n=1)
-        hint = f' (did you mean "{_SPELLINGS[close[0]].value}"?)' if close else ""
-        raise ExpressionError("operator", f"{quote(text)} is not one of {names}{hint}")
-
-
-_GLOB_OPERATORS = frozenset(
-    {Operator.MATCHES, Operator.MATCHES_NOT, Operator.MATCHES_ANY, Operator.MATCHES_NONE}
-)
 
 # cri-resource-manager's code spelled NotExists without the s; accept both.
-_SPELLINGS: dict[str, Operator] = {op.value: op for op in Operator} | {
+_SPELLINGS: dict[str, Operator] = {op.value: op for op in CRI_RM_OPERATORS} | {
     "NotExist": Operator.NOT_EXISTS
 }
 
@@ -77,6 +56,8 @@ ARITY: dict[Operator, Arity] = {
     Operator.MATCHES_NOT: Arity.ONE,
     Operator.MATCHES_ANY: Arity.SOME,
     Operator.MATCHES_NONE: Arity.SOME,
+    Operator.GT: Arity.ONE,
+    Operator.LT: Arity.ONE,
 }
 
 
@@ -147,46 +128,8 @@ def _always(_: ContainerInfo) -> bool:
     return True
 
 
-def _glob(patterns: Sequence[str]) -> Callable[[str], bool]:
-    """Whether a value matches any of `patterns`, each compiled once; malformed ones
-    match nothing."""
-    globs = tuple(g for g in map(Glob, dict.fromkeys(patterns)) if g.error is None)
-    if len(globs) == 1:
-        return globs[0].matches
-    return lambda value: any(g.matches(value) for g in globs)
-
-
 def _compile(op: Operator, get: Accessor, values: tuple[str, ...]) -> Test:
-    # One closure per operator so evaluation is a lookup and a compare; an absent key
-    # reads as None, which equals no string and is in no set of strings.
-    if op is Operator.EQUALS or op is Operator.NOT_EQUAL:
-        want = values[0]
-        if op is Operator.EQUALS:
-            return lambda c: get(c) == want
-        return lambda c: get(c) != want
-    if op is Operator.IN:
-        members = frozenset(values)
-        return lambda c: get(c) in members
-    if op is Operator.NOT_IN:
-        members = frozenset(values)
-        return lambda c: get(c) not in members
-    if op is Operator.EXISTS:
-        return lambda c: get(c) is not None
-    if op is Operator.NOT_EXISTS:
-        return lambda c: get(c) is None
     if op is Operator.ALWAYS_TRUE:
         return _always
-    match = _glob(values)
-    if op is Operator.MATCHES or op is Operator.MATCHES_ANY:
-
-        def matches(c: ContainerInfo) -> bool:
-            value = get(c)
-            return value is not None and match(value)
-
-        return matches
-
-    def matches_not(c: ContainerInfo) -> bool:
-        value = get(c)
-        return value is None or not match(value)
-
-    return matches_not
+    test = value_test(op, values)
+    return lambda c: test(get(c))

@@ -45,9 +45,12 @@ except ImportError:  # PyYAML built without libyaml: the pure-Python path alone
     _CParser = None  # type: ignore[assignment, misc]
 
 MAX_ANNOTATION_BYTES = 64 * 1024
-# Deep enough for the language (mapping > list > rule > expression > values >
-# scalar is 6) with room to spare; the composer recurses once per level.
-MAX_DEPTH = 10
+# The one nesting limit of both annotation languages, a scalar counting as a level:
+# cri-resource-manager's needs 6 (mapping > list > rule > expression > values >
+# scalar), Kubernetes' Affinity 10 (podAffinity > preferred list > term >
+# podAffinityTerm > labelSelector > matchExpressions > expression > values > value,
+# under the root); the composer recurses once per level.
+MAX_DEPTH = 12
 
 _YAML_TAG = "tag:yaml.org,2002:"
 _STR = _YAML_TAG + "str"
@@ -115,8 +118,7 @@ class _Composer(Reader, Scanner, Parser, Composer, Resolver):
 def load(text: str, *, max_depth: int = MAX_DEPTH) -> Data:
     """The single YAML document in `text` as plain data; raises LoadError.
 
-    `max_depth` bounds nesting (a scalar counts as a level); other languages than
-    the affinity one may need a little more room than MAX_DEPTH.
+    `max_depth` bounds nesting (a scalar counts as a level).
     """
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_ANNOTATION_BYTES:

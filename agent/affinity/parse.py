@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from agent.affinity.errors import AnnotationError, ExpressionError, quote
-from agent.affinity.expression import Expression, Operator
+from agent.affinity.expression import Expression, parse_operator
 from agent.affinity.loader import Data, LoadError, Scalar, load
+from agent.terms.operator import CRI_RM_OPERATORS, Operator
 from agent.affinity.rule import (
     AFFINITY_WEIGHTS,
     ANNOTATION_AFFINITY,
@@ -297,7 +298,7 @@ def _expression(data: Data, where: str) -> Expression:
     _check_fields(data, EXPRESSION_FIELDS, f"{where}.", "an expression")
     key = _string(data["key"], f"{where}.key", "a string") if "key" in data else ""
     if "operator" not in data:
-        ops = ", ".join(op.value for op in Operator)
+        ops = ", ".join(op.value for op in CRI_RM_OPERATORS)
         raise _FieldError(f"{where}.operator", f"{where}.operator is missing; it is one of {ops}")
     raw_values = data.get("values")
     if _is_null(raw_values):
@@ -307,7 +308,7 @@ def _expression(data: Data, where: str) -> Expression:
             f"{where}.values", f"{where}.values must be a list, not {_describe(raw_values)}"
         )
     try:
-        operator = Operator.parse(_string(data["operator"], f"{where}.operator", "a string"))
+        operator = parse_operator(_string(data["operator"], f"{where}.operator", "a string"))
         values = tuple(
             _string(v, f"{where}.values[{i}]", "a string") for i, v in enumerate(raw_values, 1)
         )

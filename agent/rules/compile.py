@@ -303,14 +303,14 @@ def _requirement(
         raise PathError(where, f"has {len(values)} values, more than {MAX_VALUES}")
     if op in (Operator.IN, Operator.NOT_IN):
         if not values:
-            raise PathError(where, f"must list at least one value for operator {op}")
+            raise PathError(where, f"must list at least one value for operator {op.kubernetes}")
         if not _all_label_values(values):
             for i, value in enumerate(values):
                 _label_value(value, join(where, i))
         return Requirement(key, op, frozenset(values))
-    if op in (Operator.EXISTS, Operator.DOES_NOT_EXIST):
+    if op in (Operator.EXISTS, Operator.NOT_EXISTS):
         if values:
-            raise PathError(where, f"must be empty or left out for operator {op}")
+            raise PathError(where, f"must be empty or left out for operator {op.kubernetes}")
         return Requirement(key, op)
     if len(values) != 1:
         raise PathError(
@@ -326,9 +326,10 @@ def _requirement(
 
 
 def _operator(text: str, path: str, allowed: tuple[Operator, ...]) -> Operator:
-    names = [op.value for op in allowed]
-    if text in names:
-        return Operator(text)
+    spelled = {op.kubernetes: op for op in allowed}
+    names = list(spelled)
+    if text in spelled:
+        return spelled[text]
     close = [n for n in names if n.lower() == text.lower()] or difflib.get_close_matches(
         text, names, n=1
     )

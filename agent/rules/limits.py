@@ -7,7 +7,7 @@ well under a millisecond, and far above what a real pod writes.
 
 from __future__ import annotations
 
-from agent.affinity.loader import MAX_ANNOTATION_BYTES
+from agent.affinity.loader import MAX_ANNOTATION_BYTES, MAX_DEPTH
 
 __all__ = [
     "MAX_ANNOTATION_BYTES",
@@ -21,10 +21,6 @@ __all__ = [
 ]
 
 # 64 KiB of UTF-8 per annotation (the cri-resource-manager annotations' limit).
-# Nesting, a scalar counting as a level: the Affinity shape needs 10 (podAffinity >
-# preferred list > term > podAffinityTerm > labelSelector > matchExpressions >
-# expression > values > value, under the root).
-MAX_DEPTH = 12
 # podAffinity and podAntiAffinity terms of a pod, required and preferred, in all.
 MAX_POD_TERMS = 32
 # nodeAffinity's required nodeSelectorTerms and preferred terms, in all.

@@ -8,42 +8,33 @@ and Lt compare base-10 int64 values and fail on a label that is not one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, field
 
-INT64 = (-(2**63), 2**63 - 1)
-INT64_DIGITS = 19
+from agent.terms.operator import (
+    LABEL_OPERATORS,
+    NODE_OPERATORS,
+    Operator,
+    ValueTest,
+    parse_integer,
+    value_test,
+)
+
+__all__ = [
+    "EVERYTHING",
+    "LABEL_OPERATORS",
+    "NODE_OPERATORS",
+    "KUBELET_LABEL_PREFIX",
+    "LabelSelector",
+    "Operator",
+    "Requirement",
+    "parse_integer",
+    "selectable_labels",
+]
+
 # kubelet's own labels on the sandbox (io.kubernetes.pod.name, .namespace, .uid):
 # Kubernetes' selectors never see them, so the agent's do not either.
 KUBELET_LABEL_PREFIX = "io.kubernetes."
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-
-
-class Operator(StrEnum):
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    DOES_NOT_EXIST = "DoesNotExist"
-    GT = "Gt"
-    LT = "Lt"
-
-
-LABEL_OPERATORS = (Operator.IN, Operator.NOT_IN, Operator.EXISTS, Operator.DOES_NOT_EXIST)
-NODE_OPERATORS = (*LABEL_OPERATORS, Operator.GT, Operator.LT)
-
-
-def parse_integer(text: str) -> int | None:
-    """`text` as Go's strconv.ParseInt(text, 10, 64) reads it, None if it does not."""
-    if not _INTEGER.fullmatch(text):
-        return None
-    # Bounded before int(): an int64 has at most 19 significant digits, and int()
-    # refuses (with ValueError) texts of more than 4300 digits.
-    if len(text.lstrip("+-").lstrip("0")) > INT64_DIGITS:
-        return None
-    value = int(text)
-    return value if INT64[0] <= value <= INT64[1] else None
 
 
 def selectable_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
@@ -65,22 +56,18 @@ class Requirement:
     operator: Operator
     values: frozenset[str] = frozenset()
     bound: int | None = None
+    _test: ValueTest = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        values = sorted(self.values) if self.bound is None else [str(self.bound)]
+        object.__setattr__(self, "_test", value_test(self.operator, values))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        value = labels.get(self.key)
-        op = self.operator
-        if op is Operator.IN:
-            return value is not None and value in self.values
-        if op is Operator.NOT_IN:
-            return value is None or value not in self.values
-        if op is Operator.EXISTS:
-            return value is not None
-        if op is Operator.DOES_NOT_EXIST:
-            return value is None
-        number = None if value is None else parse_integer(value)
-        if number is None or self.bound is None:
-            return False
-        return number > self.bound if op is Operator.GT else number < self.bound
+        return self._test(labels.get(self.key))
+
+    def __reduce__(self) -> tuple[type[Requirement], tuple[object, ...]]:
+        # The compiled test is a closure: rebuild it rather than pickle it.
+        return (Requirement, (self.key, self.operator, self.values, self.bound))
 
     def describe(self) -> str:
         """Kubernetes' selector syntax: `app in (a,b)`, `app notin (a)`, `app`,
@@ -90,7 +77,7 @@ class Requirement:
             Operator.IN: f"{self.key} in ({values})",
             Operator.NOT_IN: f"{self.key} notin ({values})",
             Operator.EXISTS: self.key,
-            Operator.DOES_NOT_EXIST: f"!{self.key}",
+            Operator.NOT_EXISTS: f"!{self.key}",
             Operator.GT: f"{self.key}>{values}",
             Operator.LT: f"{self.key}<{values}",
         }[self.operator]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agent.affinity import Expression, Operator
-from agent.affinity.glob import Glob
+from agent.terms.glob import Glob
 from tests.affinity.workloads import container, pod
 
 GO_MATCH = [

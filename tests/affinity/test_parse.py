@@ -15,6 +15,7 @@ from agent.affinity import (
     ANNOTATION_AFFINITY,
     ANNOTATION_ANTI_AFFINITY,
     MAX_ANNOTATION_BYTES,
+    MAX_DEPTH,
     NO_AFFINITIES,
     AnnotationError,
     Expression,
@@ -23,6 +24,7 @@ from agent.affinity import (
     RuleKind,
     parse_pod_affinities,
 )
+from agent.rules import MAX_DEPTH as RULES_MAX_DEPTH
 
 AFF = ANNOTATION_AFFINITY
 ANTI = ANNOTATION_ANTI_AFFINITY
@@ -826,12 +828,14 @@ def test_aliases_and_anchors_are_refused() -> None:
 def test_nesting_is_bounded() -> None:
     # mapping > list > rule > expression > values > scalar is six levels: fine.
     parse("web:\n- match: {key: name, operator: In, values: [a]}\n")
-    deep = "web: " + "[" * 10 + "]" * 10
+    # One limit for both annotation languages.
+    assert MAX_DEPTH == RULES_MAX_DEPTH == 12
+    deep = "web: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH
     assert str(only_error(AFF, deep)) == (
-        f"{AFF}: nests deeper than 10 levels at line 1, column 15"
+        f"{AFF}: nests deeper than {MAX_DEPTH} levels at line 1, column {5 + MAX_DEPTH}"
     )
     very_deep = "[" * 60000
-    assert "nests deeper than 10 levels" in str(only_error(AFF, very_deep))
+    assert f"nests deeper than {MAX_DEPTH} levels" in str(only_error(AFF, very_deep))
 
 
 def test_rule_count_is_bounded() -> None:

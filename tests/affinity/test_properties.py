@@ -14,6 +14,7 @@ from agent.affinity import (
     ANNOTATION_AFFINITY,
     ANNOTATION_ANTI_AFFINITY,
     AnnotationError,
+    CRI_RM_OPERATORS,
     Expression,
     Operator,
     PodAffinities,
@@ -195,7 +196,7 @@ VALUE = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), m
 
 @st.composite
 def expressions(draw: st.DrawFn) -> Expression:
-    op = draw(st.sampled_from(list(Operator)))
+    op = draw(st.sampled_from(list(CRI_RM_OPERATORS)))
     arity = ARITY[op]
     count = {Arity.NONE: 0, Arity.ONE: 1}.get(arity, draw(st.integers(1, 4)))
     return Expression(draw(KEYS), op, tuple(draw(VALUE) for _ in range(count)))

@@ -30,6 +30,7 @@ from agent.rules import (
     WhenUnsatisfiable,
     parse_pod_rules,
 )
+from agent.rules.selector import LABEL_OPERATORS, NODE_OPERATORS
 from tests.affinity.test_properties import YAMLISH
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -141,7 +142,7 @@ INTS = st.integers(-(2**63), 2**63 - 1).map(str)
 
 @st.composite
 def requirements(draw: st.DrawFn, node: bool) -> Requirement:
-    ops = list(Operator) if node else [o for o in Operator if o not in (Operator.GT, Operator.LT)]
+    ops = list(NODE_OPERATORS if node else LABEL_OPERATORS)
     op = draw(st.sampled_from(ops))
     key = draw(NAMES)
     if op in (Operator.IN, Operator.NOT_IN):
@@ -160,7 +161,7 @@ def selectors(draw: st.DrawFn) -> LabelSelector:
 
 
 def requirement_data(r: Requirement) -> dict[str, Any]:
-    data: dict[str, Any] = {"key": r.key, "operator": r.operator.value}
+    data: dict[str, Any] = {"key": r.key, "operator": r.operator.kubernetes}
     if r.values:
         data["values"] = sorted(r.values)
     return data

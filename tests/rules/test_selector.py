@@ -28,8 +28,8 @@ LABELS = {"app": "db", "tier": "back", "mem": "65536", "neg": "-3", "odd": "12x"
         (req("missing", Operator.NOT_IN, "db"), True),  # absent: NotIn holds
         (req("app", Operator.EXISTS), True),
         (req("missing", Operator.EXISTS), False),
-        (req("app", Operator.DOES_NOT_EXIST), False),
-        (req("missing", Operator.DOES_NOT_EXIST), True),
+        (req("app", Operator.NOT_EXISTS), False),
+        (req("missing", Operator.NOT_EXISTS), True),
         (req("mem", Operator.GT, "65535"), True),
         (req("mem", Operator.GT, "65536"), False),
         (req("mem", Operator.LT, "65537"), True),
@@ -120,7 +120,7 @@ def test_selector_ands_everything(
         (LabelSelector((), (req("app", Operator.NOT_IN, "b", "a"),)), "app notin (a,b)"),
         (
             LabelSelector(
-                (("app", "db"),), (req("x", Operator.EXISTS), req("y", Operator.DOES_NOT_EXIST))
+                (("app", "db"),), (req("x", Operator.EXISTS), req("y", Operator.NOT_EXISTS))
             ),
             "app=db, x, !y",
         ),
