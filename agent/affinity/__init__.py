@@ -15,15 +15,14 @@ from agent.affinity.parse import (
     PodAffinities,
     parse_pod_affinities,
 )
-from agent.terms.operator import CRI_RM_OPERATORS, Operator
 from agent.affinity.rule import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY, Rule, RuleKind
+from agent.terms.operator import CRI_RM_OPERATORS, Operator
 
 __all__ = [
-    "CRI_RM_OPERATORS",
-    "parse_operator",
     "ANNOTATION_AFFINITY",
     "ANNOTATION_ANTI_AFFINITY",
     "CONTAINER_NAME_KEY",
+    "CRI_RM_OPERATORS",
     "MAX_ANNOTATION_BYTES",
     "MAX_DEPTH",
     "MAX_RULES_PER_CONTAINER",
@@ -37,5 +36,6 @@ __all__ = [
     "RuleKind",
     "effective_affinity",
     "is_same_container",
+    "parse_operator",
     "parse_pod_affinities",
 ]

@@ -16,7 +16,6 @@ from types import MappingProxyType
 from agent.affinity.errors import AnnotationError, ExpressionError, quote
 from agent.affinity.expression import Expression, parse_operator
 from agent.affinity.loader import Data, LoadError, Scalar, load
-from agent.terms.operator import CRI_RM_OPERATORS, Operator
 from agent.affinity.rule import (
     AFFINITY_WEIGHTS,
     ANNOTATION_AFFINITY,
@@ -25,6 +24,7 @@ from agent.affinity.rule import (
     DEFAULT_STRENGTH,
     Rule,
 )
+from agent.terms.operator import CRI_RM_OPERATORS, Operator
 
 MAX_RULES_PER_CONTAINER = 256
 CONTAINER_NAME_KEY = "labels/io.kubernetes.container.name"

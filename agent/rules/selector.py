@@ -22,9 +22,9 @@ from agent.terms.operator import (
 
 __all__ = [
     "EVERYTHING",
+    "KUBELET_LABEL_PREFIX",
     "LABEL_OPERATORS",
     "NODE_OPERATORS",
-    "KUBELET_LABEL_PREFIX",
     "LabelSelector",
     "Operator",
     "Requirement",

@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from agent.affinity import (
     ANNOTATION_AFFINITY,
     ANNOTATION_ANTI_AFFINITY,
-    AnnotationError,
     CRI_RM_OPERATORS,
+    AnnotationError,
     Expression,
-    Operator,
     PodAffinities,
     Rule,
     effective_affinity,
