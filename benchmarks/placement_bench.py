@@ -16,10 +16,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from agent.affinity import effective_affinity, parse_pod_affinities
+from agent.affinity import parse_pod_affinities
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import ResourceExhausted, RuleUnsatisfied
 from agent.policy.policy import Policy
@@ -140,14 +139,8 @@ def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> C
     quota = (limit if limit is not None else milli) * 100
     resources = Resources(cpu_shares=shares, cpu_quota=quota, cpu_period=100_000)
     rules = parse_pod_affinities(annotations).rules_for("app")
-    fn: Callable[[ContainerInfo], int] | None = None
-    if rules:
-
-        def fn(other: ContainerInfo) -> int:
-            return effective_affinity(container, rules, other)
-
     pod_rules = parse_pod_rules(annotations) if workload != "cri-rm" else NO_RULES
-    return ContainerRequest(f"c{serial}", container, resources, fn, pod_rules)
+    return ContainerRequest(f"c{serial}", container, resources, rules, pod_rules)
 
 
 def measure(

@@ -18,7 +18,7 @@ from agent.affinity import (
     parse_pod_affinities,
 )
 from agent.policy.config import PolicyConfig
-from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.policy.request import ContainerRequest, Resources
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from topology.cpuset import CPUSet
 from topology.shapes import GI, MachineSpec
@@ -88,11 +88,11 @@ class Scenario:
 def pair_weights(requests: Sequence[ContainerRequest]) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
     for c in requests:
-        if c.affinity is None:
+        if not c.terms:
             continue
         for d in requests:
             if d.key != c.key:
-                weight = c.affinity(d.container)
+                weight = effective_affinity(c.container, c.terms, d.container)
                 if weight:
                     out[c.key, d.key] = weight
     return out
@@ -146,18 +146,8 @@ def pod(
             },
         )
         rules = parsed.rules_for(cname)
-        fn: AffinityFn | None = None
-        if rules:
-            fn = _affinity_fn(container, rules)
-        out.append(ContainerRequest(f"{name}/{cname}", container, resources(qos, milli), fn))
+        out.append(ContainerRequest(f"{name}/{cname}", container, resources(qos, milli), rules))
     return out
-
-
-def _affinity_fn(container: ContainerInfo, rules: tuple[object, ...]) -> AffinityFn:
-    def fn(other: ContainerInfo) -> int:
-        return effective_affinity(container, rules, other)  # type: ignore[arg-type]
-
-    return fn
 
 
 def adds(requests: Sequence[ContainerRequest]) -> list[Event]:

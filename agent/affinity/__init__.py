@@ -1,11 +1,11 @@
 """Container affinity and anti-affinity: the annotation language and its evaluation.
 
-`parse_pod_affinities` turns a pod's two annotations into typed Rules once;
-`effective_affinity` scores a placed container against one being placed.
+`parse_pod_affinities` turns a pod's two annotations into Terms (agent.terms)
+once; `effective_affinity` sums one container's pull towards another.
 """
 
 from agent.affinity.errors import AnnotationError, ExpressionError
-from agent.affinity.evaluate import effective_affinity, is_same_container
+from agent.affinity.evaluate import effective_affinity
 from agent.affinity.expression import Expression, parse_operator
 from agent.affinity.loader import MAX_ANNOTATION_BYTES, MAX_DEPTH
 from agent.affinity.parse import (
@@ -15,7 +15,15 @@ from agent.affinity.parse import (
     PodAffinities,
     parse_pod_affinities,
 )
-from agent.affinity.rule import ANNOTATION_AFFINITY, ANNOTATION_ANTI_AFFINITY, Rule, RuleKind
+from agent.affinity.rule import (
+    ANNOTATION_AFFINITY,
+    ANNOTATION_ANTI_AFFINITY,
+    ContainerSelector,
+    container_selector,
+    crm_term,
+    is_same_container,
+    rule_text,
+)
 from agent.terms.operator import CRI_RM_OPERATORS, Operator
 
 __all__ = [
@@ -28,14 +36,16 @@ __all__ = [
     "MAX_RULES_PER_CONTAINER",
     "NO_AFFINITIES",
     "AnnotationError",
+    "ContainerSelector",
     "Expression",
     "ExpressionError",
     "Operator",
     "PodAffinities",
-    "Rule",
-    "RuleKind",
+    "container_selector",
+    "crm_term",
     "effective_affinity",
     "is_same_container",
     "parse_operator",
     "parse_pod_affinities",
+    "rule_text",
 ]

@@ -33,9 +33,8 @@ def parse_operator(text: str) -> Operator:
 
 
 # cri-resource-manager's code spelled NotExists without the s; accept both.
-_SPELLINGS: dict[str, Operator] = {op.value: op for op in CRI_RM_OPERATORS} | {
-    "NotExist": Operator.NOT_EXISTS
-}
+_SPELLINGS: dict[str, Operator] = {op.value: op for op in CRI_RM_OPERATORS}
+_SPELLINGS["NotExist"] = Operator.NOT_EXISTS
 
 
 class Arity(Enum):

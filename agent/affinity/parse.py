@@ -1,4 +1,4 @@
-"""Parsing a pod's affinity and anti-affinity annotations into typed Rules, once.
+"""Parsing a pod's affinity and anti-affinity annotations into typed Terms, once.
 
 `parse_pod_affinities` never raises: errors are kept and raised by `rules_for` only
 for the containers they concern, so one bad rule fails one container, not the pod.
@@ -22,16 +22,18 @@ from agent.affinity.rule import (
     ANNOTATION_ANTI_AFFINITY,
     ANTI_AFFINITY_WEIGHTS,
     DEFAULT_STRENGTH,
-    Rule,
+    container_selector,
+    crm_term,
 )
 from agent.terms.operator import CRI_RM_OPERATORS, Operator
+from agent.terms.term import Term
 
 MAX_RULES_PER_CONTAINER = 256
 CONTAINER_NAME_KEY = "labels/io.kubernetes.container.name"
 RULE_FIELDS = ("match", "scope", "weight")
 EXPRESSION_FIELDS = ("key", "operator", "values")
 
-_NO_RULES: Mapping[str, tuple[Rule, ...]] = MappingProxyType({})
+_NO_RULES: Mapping[str, tuple[Term, ...]] = MappingProxyType({})
 _NO_ERRORS: Mapping[str, tuple[AnnotationError, ...]] = MappingProxyType({})
 
 
@@ -44,7 +46,7 @@ class PodAffinities:
     annotation and container) for reporting; `pod_errors` concern every container.
     """
 
-    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=lambda: _NO_RULES)
+    rules: Mapping[str, tuple[Term, ...]] = field(default_factory=lambda: _NO_RULES)
     pod_errors: tuple[AnnotationError, ...] = ()
     container_errors: Mapping[str, tuple[AnnotationError, ...]] = field(
         default_factory=lambda: _NO_ERRORS
@@ -56,7 +58,7 @@ class PodAffinities:
         """Whether any container has a rule (errors aside): the policy's fast path."""
         return bool(self.rules)
 
-    def rules_for(self, container_name: str) -> tuple[Rule, ...]:
+    def rules_for(self, container_name: str) -> tuple[Term, ...]:
         """This container's rules from both annotations (anti-affinity weights are
         negative); raises AnnotationError if a part that concerns it is bad."""
         if self.pod_errors:
@@ -87,7 +89,7 @@ def _parse(affinity: str | None, anti_affinity: str | None) -> PodAffinities:
     _check_combined_count(first, second)
     pod_errors = (*first.pod_errors, *second.pod_errors)
     container_errors: dict[str, list[AnnotationError]] = {}
-    rules: dict[str, list[Rule]] = {}
+    rules: dict[str, list[Term]] = {}
     for part in (first, second):
         for name, errors in part.container_errors.items():
             container_errors.setdefault(name, []).extend(errors)
@@ -120,7 +122,7 @@ _parse_cached = functools.lru_cache(maxsize=128)(_parse)
 class _Parsed:
     """One annotation's result while the pod's two are being put together."""
 
-    rules: dict[str, list[Rule]] = field(default_factory=dict)
+    rules: dict[str, list[Term]] = field(default_factory=dict)
     pod_errors: list[AnnotationError] = field(default_factory=list)
     container_errors: dict[str, list[AnnotationError]] = field(default_factory=dict)
     shorthand: dict[str, tuple[str, ...]] = field(default_factory=dict)  # valid lists of names
@@ -178,7 +180,7 @@ def _parse_annotation(annotation: str, text: str | None) -> _Parsed:
             else:
                 parsed.rules[name] = rules
                 if _is_shorthand(value):
-                    parsed.shorthand[name] = rules[0].match.values
+                    parsed.shorthand[name] = container_selector(rules[0]).match.values
     _mirror_shorthand(annotation, parsed)
     return parsed
 
@@ -203,11 +205,13 @@ def _mirror_shorthand(annotation: str, parsed: _Parsed) -> None:
         if target in parsed.container_errors:
             continue  # the target is refused anyway
         parsed.rules.setdefault(target, []).append(
-            Rule(
-                match=Expression(CONTAINER_NAME_KEY, Operator.IN, tuple(owners)),
-                scope=None,
-                weight=_default_weight(annotation),
-                annotation=annotation,
+            crm_term(
+                annotation,
+                Expression(CONTAINER_NAME_KEY, Operator.IN, tuple(owners)),
+                None,
+                DEFAULT_STRENGTH,
+                f"container {quote(target)}, mirrored from the shorthand of "
+                + ", ".join(map(quote, owners)),
                 mirrored=True,
             )
         )
@@ -215,7 +219,7 @@ def _mirror_shorthand(annotation: str, parsed: _Parsed) -> None:
 
 def _parse_container(
     annotation: str, name: str, value: Data
-) -> tuple[list[Rule], list[AnnotationError]]:
+) -> tuple[list[Term], list[AnnotationError]]:
     def error(reason: str, rule: int | None = None, field: str | None = None) -> AnnotationError:
         return AnnotationError(annotation, reason, container=name, rule=rule, field=field)
 
@@ -227,14 +231,14 @@ def _parse_container(
         return [], []
     if not isinstance(value[0], dict):
         try:
-            return [_shorthand(annotation, value)], []
+            return [_shorthand(annotation, name, value)], []
         except _FieldError as err:
             return [], [error(err.message, field=err.field)]
     if len(value) > MAX_RULES_PER_CONTAINER:
         return [], [
             error(f"has {len(value)} rules, more than the limit of {MAX_RULES_PER_CONTAINER}")
         ]
-    rules: list[Rule] = []
+    rules: list[Term] = []
     errors: list[AnnotationError] = []
     for position, item in enumerate(value, 1):
         try:
@@ -244,13 +248,13 @@ def _parse_container(
                     f"expected a rule (a mapping with {', '.join(RULE_FIELDS)}), not "
                     f"{_describe(item)}: a list holds either rules or container names, not both",
                 )
-            rules.append(_rule(annotation, item))
+            rules.append(_rule(annotation, item, f"container {quote(name)}, rule {position}"))
         except _FieldError as err:
             errors.append(error(err.message, position, err.field))
     return rules, errors
 
 
-def _shorthand(annotation: str, items: list[Data]) -> Rule:
+def _shorthand(annotation: str, owner: str, items: list[Data]) -> Term:
     """`[a, b]`: one rule matching those container names, default weight and scope."""
     names: list[str] = []
     for i, item in enumerate(items, 1):
@@ -265,27 +269,18 @@ def _shorthand(annotation: str, items: list[Data]) -> Rule:
         if not name:
             raise _FieldError(where, f"{where} is an empty container name")
         names.append(name)
-    return Rule(
-        match=Expression(CONTAINER_NAME_KEY, Operator.IN, tuple(names)),
-        scope=None,
-        weight=_default_weight(annotation),
-        annotation=annotation,
-    )
+    match = Expression(CONTAINER_NAME_KEY, Operator.IN, tuple(names))
+    return crm_term(annotation, match, None, DEFAULT_STRENGTH, f"container {quote(owner)}")
 
 
-def _rule(annotation: str, item: dict[str | Scalar, Data]) -> Rule:
+def _rule(annotation: str, item: dict[str | Scalar, Data], path: str) -> Term:
     _check_fields(item, RULE_FIELDS, "", "a rule")
     if "match" not in item:
         raise _FieldError("match", "match is missing: a rule needs a match expression")
     match = _expression(item["match"], "match")
     scope_data = item.get("scope")
     scope = None if _is_null(scope_data) else _expression(scope_data, "scope")
-    return Rule(
-        match=match,
-        scope=scope,
-        weight=_weight(annotation, item.get("weight")),
-        annotation=annotation,
-    )
+    return crm_term(annotation, match, scope, _weight(annotation, item.get("weight")), path)
 
 
 def _expression(data: Data, where: str) -> Expression:
@@ -320,7 +315,7 @@ def _expression(data: Data, where: str) -> Expression:
 
 def _weight(annotation: str, data: Data) -> int:
     if _is_null(data):
-        return _default_weight(annotation)
+        return DEFAULT_STRENGTH
     low, high = AFFINITY_WEIGHTS if annotation == ANNOTATION_AFFINITY else ANTI_AFFINITY_WEIGHTS
     value = data.integer() if isinstance(data, Scalar) else None
     if value is None:
@@ -329,17 +324,13 @@ def _weight(annotation: str, data: Data) -> int:
             shown = f"{_cut(data.text)} ({_describe(data)})"
         raise _FieldError("weight", f"weight {shown} is not an integer in [{low}, {high}]")
     if low <= value <= high:
-        return value if annotation == ANNOTATION_AFFINITY else -value
+        return value
     hint = ""
     if annotation == ANNOTATION_ANTI_AFFINITY:
         hint = "; an anti-affinity weight is a strength that pushes"
         if -high <= value < 0:
             hint += f" (write {-value} to push with weight {value})"
     raise _FieldError("weight", f"weight {value} is out of range [{low}, {high}]{hint}")
-
-
-def _default_weight(annotation: str) -> int:
-    return DEFAULT_STRENGTH if annotation == ANNOTATION_AFFINITY else -DEFAULT_STRENGTH
 
 
 def _check_fields(
@@ -388,7 +379,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _written(rules: list[Rule]) -> int:
+def _written(rules: list[Term]) -> int:
     # Mirrored rules do not count: a container's limit must not depend on the lists
     # of others, and there is at most one per annotation.
     return sum(not rule.mirrored for rule in rules)

@@ -9,7 +9,14 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent.affinity import AnnotationError, Expression, Operator, Rule, parse_pod_affinities
+from agent.affinity import (
+    AnnotationError,
+    Expression,
+    Operator,
+    container_selector,
+    parse_pod_affinities,
+    rule_text,
+)
 from agent.commands.options import add_config_flags, overrides
 from agent.config import ConfigError, resolve_config
 from agent.manifest import ManifestError, Workload, load_manifests
@@ -28,6 +35,7 @@ from agent.rules import (
 from agent.simulate.driver import SimulationError, SimulationResult, run_scenario
 from agent.simulate.output import render_text
 from agent.simulate.scenario import CreatePod, PodSpec, Scenario, SysfsTopology, pod_uid
+from agent.terms.term import Term
 from topology.sysfs import read_machine
 from topology.tree import Machine
 
@@ -37,7 +45,7 @@ class Findings:
     errors: tuple[str, ...]  # what kubelet would get back: the agent's refusal messages
     warnings: tuple[str, ...]
     named: tuple[str, ...]  # containers the annotations name
-    rules: tuple[tuple[str, Rule], ...] = ()  # (container, rule) as the agent reads them
+    rules: tuple[tuple[str, Term], ...] = ()  # (container, rule) as the agent reads them
 
 
 def check_affinities(pod: PodSpec) -> Findings:
@@ -45,7 +53,7 @@ def check_affinities(pod: PodSpec) -> Findings:
     parsed = parse_pod_affinities(pod.annotations)
     containers = [c.name for c in (*pod.init_containers, *pod.containers)]
     errors: list[str] = []
-    rules: list[tuple[str, Rule]] = []
+    rules: list[tuple[str, Term]] = []
     for name in containers:
         try:
             rules.extend((name, rule) for rule in parsed.rules_for(name))
@@ -65,12 +73,12 @@ def check_affinities(pod: PodSpec) -> Findings:
     return Findings(tuple(errors), tuple(warnings), tuple(named), tuple(rules))
 
 
-def _absent(name: str, rules: tuple[Rule, ...], containers: list[str]) -> str:
+def _absent(name: str, rules: tuple[Term, ...], containers: list[str]) -> str:
     if name in containers:
         return ""
     have = f"which this pod does not have (containers: {', '.join(containers)})"
     if rules and all(r.mirrored for r in rules):
-        owners = ", ".join(repr(o) for r in rules for o in r.match.values)
+        owners = ", ".join(repr(o) for r in rules for o in container_selector(r).match.values)
         return f"the shorthand of {owners} names container {name!r}, {have}; it acts on nothing"
     return f"the annotations name container {name!r}, {have}; its rules apply to nothing"
 
@@ -78,14 +86,15 @@ def _absent(name: str, rules: tuple[Rule, ...], containers: list[str]) -> str:
 _WILDCARD_OPERATORS = (Operator.EQUALS, Operator.IN, Operator.NOT_IN)
 
 
-def _doubtful(name: str, rule: Rule) -> list[str]:
+def _doubtful(name: str, rule: Term) -> list[str]:
     """What the agent accepts but probably is not what the author meant."""
     found: list[str] = []
-    expressions: list[tuple[str, Expression]] = [("match", rule.match)]
-    if rule.scope is not None:
-        expressions.append(("scope", rule.scope))
+    selector = container_selector(rule)
+    expressions: list[tuple[str, Expression]] = [("match", selector.match)]
+    if selector.scope is not None:
+        expressions.append(("scope", selector.scope))
     for part, expr in expressions:
-        where = f"container {name!r}, {rule.annotation} {part} {expr}"
+        where = f"container {name!r}, {rule.source} {part} {expr}"
         negative = expr.operator in (Operator.MATCHES_NOT, Operator.MATCHES_NONE)
         found.extend(
             f"{where}: pattern {glob.pattern!r} {glob.error}, so it matches nothing"
@@ -247,7 +256,7 @@ def _report(
         lines.append(f"  affinity annotations name: {', '.join(findings.named)}")
     elif rules.summary is None and not rules.errors:
         lines.append("  no affinity annotations")
-    lines.extend(f"  rule of {name}: {rule}" for name, rule in findings.rules)
+    lines.extend(f"  rule of {name}: {rule_text(rule)}" for name, rule in findings.rules)
     if rules.summary is not None:
         lines.append(f"  numa-agent.io rules: {rules.summary}")
     if classes.summary is not None:

@@ -1,5 +1,5 @@
 """Placement requests from what the agent knows of a container: its resources and
-its pod's annotations parsed into affinity rules.
+its pod's annotations parsed into terms (agent.terms) and pod rules.
 
 Also the cpu-class and memory-tiers annotations (agent.policy.classes).
 Strict when kubelet creates the container (a bad annotation refuses it), lenient
@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.affinity import AnnotationError, Rule, effective_affinity, parse_pod_affinities
+from agent.affinity import AnnotationError, parse_pod_affinities
 from agent.policy.classes import ContainerClasses, parse_classes
 from agent.policy.errors import InvalidRequest
-from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.policy.request import ContainerRequest, Resources
 from agent.rules import NO_RULES, PodRules, RuleError, parse_pod_rules
+from agent.terms.term import Term
 from agent.workload import ContainerInfo
 
 
-def container_rules(info: ContainerInfo) -> tuple[Rule, ...]:
-    """The container's affinity rules from its pod's annotations; AnnotationError if bad."""
+def container_rules(info: ContainerInfo) -> tuple[Term, ...]:
+    """The container's cri-resource-manager rules from its pod's annotations, as terms;
+    AnnotationError if bad."""
     return parse_pod_affinities(info.pod.annotations).rules_for(info.name)
 
 
@@ -34,7 +36,7 @@ def request_for(
     key: str,
     info: ContainerInfo,
     resources: Resources,
-    rules: Sequence[Rule],
+    rules: Sequence[Term],
     pod: PodRules = NO_RULES,
     *,
     strict: bool = True,
@@ -50,7 +52,7 @@ def request_for(
         key,
         info,
         resources,
-        _affinity(info, tuple(rules)),
+        tuple(rules),
         pod,
         cpu_class=asked.cpu_class,
         memory_tiers=asked.memory_tiers,
@@ -69,9 +71,3 @@ def running_request(key: str, info: ContainerInfo, resources: Resources) -> Cont
     except RuleError:
         pod = NO_RULES
     return request_for(key, info, resources, rules, pod, strict=False)
-
-
-def _affinity(info: ContainerInfo, rules: tuple[Rule, ...]) -> AffinityFn | None:
-    if not rules:
-        return None
-    return lambda other: effective_affinity(info, rules, other)

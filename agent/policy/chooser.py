@@ -2,67 +2,25 @@
 
 It changes nothing. For every pool it builds the candidate place (the pool for a
 shared container, the CPUs it would pick for an exclusive one), filters by
-capacity and by the required pod rules, scores what remains (cri-resource-manager
-affinities by closeness, colocation, preferred pod rules, all in weight points)
-and sorts by one comparator (`rank`'s docstring; docs/placement.md).
+capacity and by the required rules, scores what remains with the evaluated terms
+(evaluation.py: terms by closeness and preferred terms at a level, all in weight
+points) and sorts by one comparator (`rank`'s docstring; docs/placement.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import NamedTuple
+from dataclasses import replace
 
 from agent.policy.accounting import PoolState
 from agent.policy.classes import EVERYWHERE, shared_class_short, word
-from agent.policy.constraints import Evaluation, Required
 from agent.policy.cpus import pick_exclusive
+from agent.policy.evaluation import Evaluation
 from agent.policy.explain import MAX_NOTED, Candidate
 from agent.policy.ledger import Ledger
 from agent.policy.pools import Pool
 from agent.policy.request import ContainerRequest, CpuKind, Need
-
-# Scores are sums of products of floats; rounding keeps symmetric pools tied.
-SCORE_DIGITS = 9
-
-
-class Source(StrEnum):
-    """The rules weighted by closeness, each shown as its own part of a score."""
-
-    AFFINITY = "cri-resource-manager affinities toward {n} placed container{s}"
-    SYMMETRIC = "cri-resource-manager affinities of {n} placed container{s} toward it"
-    COLOCATE_PODS = "colocate_pods: {n} container{s} of its pod"
-    COLOCATE_NAMESPACES = "colocate_namespaces: {n} container{s} of its namespace"
-
-
-class Pull(NamedTuple):
-    """What one source of closeness-weighted rules gave a place, in weight points
-    (the units of the pod rules' notes); text only when an explanation shows it."""
-
-    got: float
-    source: Source
-    partners: int
-
-    def __str__(self) -> str:
-        plural = "" if self.partners == 1 else "s"
-        return f"{self.got:+.3f} {self.source.format(n=self.partners, s=plural)}, by closeness"
-
-
-@dataclass(frozen=True, slots=True)
-class Pulls:
-    """The closeness-weighted score of every pool, and each source's part of it."""
-
-    total: list[float]
-    parts: tuple[tuple[Source, int, list[float]], ...]
-
-    def notes(self, index: int) -> tuple[Pull, ...]:
-        return tuple(
-            Pull(scores[index], source, partners)
-            for source, partners, scores in self.parts
-            if scores[index]
-        )
-
+from agent.policy.rulings import SCORE_DIGITS, Required
 
 Ranking = tuple[list[Candidate], list[tuple[Pool, str]], list[tuple[Pool, list[Required]]]]
 
@@ -106,7 +64,6 @@ class Chooser:
         `forced` (place_in) keeps only that pool among the candidates. The winner and
         the runner-up carry a note per rule that scored them (explain.py).
         """
-        scores = self.scores(request)
         rules = self.evaluation(request, need, confine)
         shared = self.ledger.shared_mask()
         ranked: list[Candidate] = []
@@ -115,9 +72,9 @@ class Chooser:
         exclusive = need.kind is CpuKind.EXCLUSIVE
         for state in self.ledger.states:
             if exclusive:
-                found = self.exclusive_candidate(state, need, scores, rules)
+                found = self.exclusive_candidate(state, need, rules)
             else:
-                found = self.shared_candidate(state, need, scores, shared, rules)
+                found = self.shared_candidate(state, need, shared, rules)
             if isinstance(found, str):
                 rejected.append((state.pool, found))
             elif isinstance(found, list):
@@ -133,118 +90,35 @@ class Chooser:
         ranked.sort(key=lambda c: c.rank)
         if forced is not None:  # place_in: only the pool named is a candidate
             ranked = [c for c in ranked if c.pool.index == forced]
-        if scores is not None:
-            # The closeness-weighted parts, noted only where an explanation shows notes.
+        if rules is not None and rules.pulls is not None:
+            # The parts by closeness, noted only where an explanation shows notes.
+            pulls = rules.pulls
             ranked[:MAX_NOTED] = [
-                replace(c, notes=scores.notes(c.home) + c.notes) for c in ranked[:MAX_NOTED]
+                replace(c, notes=pulls.notes(c.home) + c.notes) for c in ranked[:MAX_NOTED]
             ]
         return ranked, rejected, ruled_out
-
-    def scores(self, request: ContainerRequest) -> Pulls | None:
-        """The closeness-weighted score of every pool (cri-resource-manager affinities,
-        both ways with `symmetric_affinity`, and the colocate options), with each
-        source's part for the explanation; None when all are zero."""
-        weights: dict[int, float] = {}  # partner's home pool -> summed weight
-        parts: dict[Source, dict[int, float]] = {}  # the same, per source (when several)
-        own_n = theirs_n = pods_n = spaces_n = 0  # partner containers per source
-        fn = request.affinity
-        symmetric = self.config.symmetric_affinity
-        container = request.container
-        if fn is not None and not symmetric:
-            for key, record in self.ledger.records.items():
-                if record.pool is None or key == request.key:
-                    continue
-                weight = fn(record.request.container)
-                if weight:
-                    index = record.pool.index
-                    weights[index] = weights.get(index, 0.0) + weight
-                    own_n += 1
-            parts[Source.AFFINITY] = dict(weights)
-        elif symmetric:
-            own_part: dict[int, float] = {}
-            theirs_part: dict[int, float] = {}
-            for key, record in self.ledger.records.items():
-                if record.pool is None or key == request.key:
-                    continue
-                own = fn(record.request.container) if fn is not None else 0
-                theirs = 0
-                if record.request.affinity is not None:
-                    # A(D, C): the placed container's own rules toward the newcomer.
-                    theirs = record.request.affinity(container)
-                weight = own + theirs
-                if weight:
-                    index = record.pool.index
-                    weights[index] = weights.get(index, 0.0) + weight
-                if own:
-                    index = record.pool.index
-                    own_part[index] = own_part.get(index, 0.0) + own
-                    own_n += 1
-                if theirs:
-                    index = record.pool.index
-                    theirs_part[index] = theirs_part.get(index, 0.0) + theirs
-                    theirs_n += 1
-            parts[Source.AFFINITY] = own_part
-            parts[Source.SYMMETRIC] = theirs_part
-        pull = self.config.colocate_weight
-        if self.config.colocate_pods or self.config.colocate_namespaces:
-            pods_part: dict[int, float] = {}
-            spaces_part: dict[int, float] = {}
-            for state in self.ledger.states:
-                count = 0
-                index = state.pool.index
-                if self.config.colocate_pods:
-                    pods = state.pods.get(container.pod.uid, 0)
-                    if pods:
-                        count += pods
-                        pods_part[index] = pull * pods
-                        pods_n += pods
-                if self.config.colocate_namespaces:
-                    spaces = state.namespaces.get(container.namespace, 0)
-                    if spaces:
-                        count += spaces
-                        spaces_part[index] = pull * spaces
-                        spaces_n += spaces
-                if count:
-                    weights[index] = weights.get(index, 0.0) + pull * count
-            parts[Source.COLOCATE_PODS] = pods_part
-            parts[Source.COLOCATE_NAMESPACES] = spaces_part
-        nonzero = [(q, w) for q, w in weights.items() if w]
-        if not nonzero:
-            return None
-        total = [round(sum(w * row[q] for q, w in nonzero), SCORE_DIGITS) for row in self.close]
-        partners = {
-            Source.AFFINITY: own_n,
-            Source.SYMMETRIC: theirs_n,
-            Source.COLOCATE_PODS: pods_n,
-            Source.COLOCATE_NAMESPACES: spaces_n,
-        }
-        shown = [source for source, part in parts.items() if any(part.values())]
-        if len(shown) == 1:
-            return Pulls(total, ((shown[0], partners[shown[0]], total),))
-        return Pulls(
-            total,
-            tuple((source, partners[source], self.dot(parts[source])) for source in shown),
-        )
-
-    def dot(self, weights: Mapping[int, float]) -> list[float]:
-        """Every pool's closeness-weighted sum of `weights` (partner pool -> weight)."""
-        return [
-            round(sum(w * row[q] for q, w in weights.items()), SCORE_DIGITS) for row in self.close
-        ]
 
     def evaluation(
         self, request: ContainerRequest, need: Need, confine: int | None
     ) -> Evaluation | None:
-        """The pod rules for this container, or None when no rule can concern it."""
-        if request.rules.is_empty and not self.ledger.occupancy.any_terms and confine is None:
+        """Every rule that concerns this container, evaluated; None when none can."""
+        config = self.config
+        if (
+            request.rules.is_empty
+            and not request.terms
+            and not self.ledger.occupancy.any_terms
+            and confine is None
+            and not (config.colocate_pods or config.colocate_namespaces)
+        ):
             return None
         rules = Evaluation(
             request,
             self.ledger.topology,
             self.ledger.occupancy,
-            self.config,
+            config,
             self.numa,
             self.ledger.reserved,
+            self.close,
             exclusive=need.kind is CpuKind.EXCLUSIVE,
             confine=confine,
         )
@@ -254,7 +128,6 @@ class Chooser:
         self,
         state: PoolState,
         need: Need,
-        scores: Pulls | None,
         shared: int,
         rules: Evaluation | None,
     ) -> Candidate | str | list[Required]:
@@ -265,20 +138,20 @@ class Chooser:
         if reason is not None:
             return reason
         occupied = pool.cpus.mask
-        score = scores.total[pool.index] if scores is not None else 0.0
+        score = 0.0
         notes: tuple[object, ...] = ()
         if rules is not None:
             failing = rules.failing(occupied)
             if failing:
                 return failing
             extra, notes = rules.score(occupied)
-            score = round(score + extra, SCORE_DIGITS)
+            score = round(rules.pull(pool.index) + extra, SCORE_DIGITS)
         load = state.load(need.milli_cpu, shared)
         rank = (-score, 0, -pool.depth, (round(load, SCORE_DIGITS),), pool.index)
         return Candidate(pool, score, rank, f"load {load:.0%}", 0, pool.index, notes, occupied)
 
     def exclusive_candidate(
-        self, state: PoolState, need: Need, scores: Pulls | None, rules: Evaluation | None
+        self, state: PoolState, need: Need, rules: Evaluation | None
     ) -> Candidate | str | list[Required]:
         pool = state.pool
         reason = self.exclusive_short(pool, need)
@@ -302,11 +175,11 @@ class Chooser:
         reason = self.memory_short(self.ledger.states[home], need)
         if reason is not None:
             return reason
-        score = scores.total[home] if scores is not None else 0.0
+        score = 0.0
         notes: tuple[object, ...] = ()
         if rules is not None:
             extra, notes = rules.score(pick)
-            score = round(score + extra, SCORE_DIGITS)
+            score = round(rules.pull(home) + extra, SCORE_DIGITS)
         # Preferring isolated CPUs and not getting them here ranks after every
         # pool where it would get them.
         missed = int(need.isolated and not isolated)

@@ -48,7 +48,7 @@ SUMMARY_LINES = 2
 
 
 class HasRule(Protocol):
-    """What the explanation reads of a required rule: its name (see constraints.Required)."""
+    """What the explanation reads of a required rule: its name (see rulings.Required)."""
 
     @property
     def rule(self) -> str: ...

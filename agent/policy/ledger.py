@@ -78,7 +78,7 @@ class Ledger:
         self.reserved_mems = self.mems_of_cpus(self.reserved)
         self.topology: Topology = machine_topology(machine)
         self.states: tuple[PoolState, ...] = pool_states(tree)
-        self.occupancy = Occupancy()  # which pods occupy which CPUs (pod rules)
+        self.occupancy = self.new_occupancy()  # who occupies which CPUs (the terms' index)
         self.records: dict[str, PlacementRecord] = {}
         # Exited containers whose place is kept for their re-creation (until their
         # sandbox stops): their records stay, their cpusets no longer follow the pool.
@@ -86,6 +86,9 @@ class Ledger:
         self.taken = 0  # exclusive CPUs, as a mask
         self.reserved_keys: set[str] = set()  # containers of reserved namespaces
         self._orig: dict[str, tuple[CPUSet, CPUSet]] = {}  # cpusets before the current call
+
+    def new_occupancy(self) -> Occupancy:
+        return Occupancy(symmetric=self.config.symmetric_affinity)
 
     def begin(self) -> None:
         """A public call starts: cpuset changes are collected from here for `flush`."""
@@ -139,9 +142,7 @@ class Ledger:
         cpus, mems = self.cpusets(record.pool, exclusive, record.need)
         record = record.with_cpusets(cpus, mems)
         self.records[key] = record
-        self.occupancy.add(
-            key, record.request.container, record.request.rules, self.occupies(record)
-        )
+        self.occupy(self.occupancy, record)
         if exclusive:
             self.refresh(exclusive)
         return record
@@ -150,7 +151,7 @@ class Ledger:
         record = self.records.pop(key)
         self.held.discard(key)
         self._orig.pop(key, None)
-        self.occupancy.remove(key, record.request.container)
+        self.occupancy.remove(key)
         if record.pool is None:
             self.reserved_keys.discard(key)
             return record
@@ -174,6 +175,18 @@ class Ledger:
             self.taken &= ~exclusive
             self.refresh(exclusive)
         return record
+
+    def occupy(self, occupancy: Occupancy, record: PlacementRecord) -> None:
+        request = record.request
+        home = -1 if record.pool is None else record.pool.index
+        occupancy.add(
+            record.key,
+            request.container,
+            request.rules,
+            request.terms,
+            home,
+            self.occupies(record),
+        )
 
     def occupies(self, record: PlacementRecord) -> int:
         """The CPUs a container occupies for the pod rules: an exclusive one its own,
@@ -340,11 +353,12 @@ class Ledger:
                     namespaces[c.namespace] = namespaces.get(c.namespace, 0) + 1
             assert pods == dict(state.pods), f"{state.pool.name}: pod counters out of sync"
             assert namespaces == dict(state.namespaces), f"{state.pool.name}: namespace counters"
-        occupied: dict[str, dict[str, int]] = {}
-        for key, r in self.records.items():
-            occupied.setdefault(r.request.container.pod.uid, {})[key] = self.occupies(r)
-        placed = {p.uid: dict(p.containers) for p in self.occupancy.pods()}
-        assert placed == occupied, "occupancy out of sync with the records"
+        rebuilt = self.new_occupancy()
+        for record in self.records.values():
+            self.occupy(rebuilt, record)
+        parts = ("containers", "pods", "attribute index", "term index", "anchors", "unanchored")
+        for part, fresh, kept in zip(parts, rebuilt.shape(), self.occupancy.shape(), strict=True):
+            assert fresh == kept, f"occupancy: {part} out of sync with the records"
         for pod in self.occupancy.pods():
             union = 0
             for cpus in pod.containers.values():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from agent.policy.ledger import Ledger
 from agent.policy.request import ContainerRequest
-from agent.rules import TermKind
 
 
 def held_for(ledger: Ledger, request: ContainerRequest) -> str | None:
@@ -42,15 +41,11 @@ def confine(ledger: Ledger, pod_uid: str) -> int | None:
     placed = ledger.occupancy.pod(pod_uid)
     if placed is None:
         return None
-    levels = {t.level for t in placed.rules.pod_terms if t.required}
+    levels = {t.level for t in placed.rules.pod_terms if t.required and t.level is not None}
     levels.update(c.level for c in placed.rules.spread if c.required)
-    for other, term in ledger.occupancy.terms_about(placed.labels):
-        if (
-            other.uid != pod_uid
-            and term.required
-            and term.kind is TermKind.ANTI_AFFINITY
-            and term.namespaces.matches(other.namespace, placed.namespace)
-        ):
+    for held in ledger.occupancy.terms_about(placed.owner):
+        term = held.term
+        if held.pod.uid != pod_uid and term.required and term.anti and term.level is not None:
             levels.add(term.level)
     mask = ledger.online
     for level in levels:

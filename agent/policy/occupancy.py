@@ -1,20 +1,44 @@
-"""Which pods occupy which CPUs: what the pod rules look at, kept as placements change.
+"""Who occupies which CPUs, and whose terms may concern whom: the one index every
+term is evaluated over (agent.policy.evaluation).
 
-A pod occupies the CPUs of its running containers: an exclusive container its
-own CPUs, a shared container its whole pool (its cpuset may grow to all of it),
-a reserved container the reserved CPUs. Rules ask which domains of a level hold
-a pod their selector matches; with these masks that is one expansion per pod.
+A placed container occupies CPUs: an exclusive container its own CPUs, a shared
+one its whole pool (its cpuset may grow to all of it), a reserved one the reserved
+CPUs. It lives in a home pool, from which terms by closeness measure. Containers
+are grouped by pod, because Kubernetes' terms count pods. Two indexes let a
+decision look only at the containers a term can concern:
+
+- by attribute value (`pod/labels/app` = `db`, `pod/uid`, `name`, ...; the
+  attributes of agent.terms.term.INDEXED_ATTRIBUTES): the containers a selector
+  can select;
+- the terms of placed containers that count for containers placed after them
+  (every pod-wide Kubernetes term, and cri-resource-manager rules when
+  `symmetric_affinity` is on), by the attribute value a newcomer must have for
+  the term to select it.
+
+Both are derived from the ledger's records; `rebuilt` makes a fresh copy from
+them for the invariant check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from agent.rules import NO_RULES, LabelSelector, Operator, PodRules, PodTerm, selectable_labels
+from agent.affinity.keys import Accessor, compile_key
+from agent.rules import NO_RULES, PodRules, selectable_labels
+from agent.terms.term import INDEXED_ATTRIBUTES, POD_LABELS, AttributePair, Selector, Term
 from agent.workload import ContainerInfo
 
-LabelPair = tuple[str, str]
+Handle = tuple[str, int]  # (pod UID or container key, term number)
+
+
+@dataclass(slots=True, eq=False)
+class PlacedContainer:
+    key: str
+    info: ContainerInfo
+    home: int  # its pool's index, -1 for a reserved container
+    occupied: int  # CPUs, as a mask
+    terms: tuple[Term, ...]  # its own terms (cri-resource-manager's rules)
 
 
 @dataclass(slots=True, eq=False)
@@ -24,8 +48,9 @@ class PlacedPod:
     uid: str
     namespace: str
     name: str
-    labels: Mapping[str, str]
-    rules: PodRules
+    labels: Mapping[str, str]  # what selectors see (kubelet's labels left out)
+    owner: ContainerInfo  # a container of it: what its pod-wide terms are seen from
+    rules: PodRules = NO_RULES  # its Kubernetes rules (pod-wide terms, spread)
     containers: dict[str, int] = field(default_factory=dict)  # record key -> CPUs occupied
     occupied: int = 0  # all its containers' CPUs
 
@@ -34,124 +59,217 @@ class PlacedPod:
         return f"{self.namespace}/{self.name}"
 
 
-def anchors(selector: LabelSelector) -> tuple[LabelPair, ...] | None:
-    """Label pairs of which a pod matching `selector` must have at least one, or
-    None when no such short list exists (then every pod is a candidate)."""
-    if selector.match_labels:
-        return selector.match_labels[:1]
-    for req in selector.requirements:
-        if req.operator is Operator.IN:
-            return tuple((req.key, value) for value in sorted(req.values))
-    return None
+@dataclass(frozen=True, slots=True)
+class HeldTerm:
+    """A placed pod's or container's term, as another container's placement sees it:
+    `container` is None for a pod-wide term (it concerns where the whole pod is)."""
+
+    term: Term
+    pod: PlacedPod
+    container: PlacedContainer | None
+
+
+_ACCESSORS: dict[str, Accessor] = {}
+
+
+def attribute(name: str, info: ContainerInfo) -> str | None:
+    """The value of attribute `name` (a cri-resource-manager key) for a container."""
+    get = _ACCESSORS.get(name)
+    if get is None:
+        get = _ACCESSORS[name] = compile_key(name)
+    return get(info)
+
+
+def attributes(info: ContainerInfo) -> Iterator[AttributePair]:
+    """Every indexed attribute a container has, with its value."""
+    for name in INDEXED_ATTRIBUTES:
+        value = attribute(name, info)
+        if value is not None:
+            yield name, value
+    for label, value in info.pod.labels.items():
+        yield POD_LABELS + label, value
 
 
 class Occupancy:
-    """The placed pods, indexed two ways so that a decision looks only at the pods a
-    rule can concern: by label (which pods can a selector match) and by the label
-    pairs other pods' terms anchor on (whose terms can match a newcomer)."""
-
-    def __init__(self) -> None:
+    def __init__(self, *, symmetric: bool = False) -> None:
+        # With `symmetric`, containers' own terms count for later containers too.
+        self.symmetric = symmetric
+        self._containers: dict[str, PlacedContainer] = {}
         self._pods: dict[str, PlacedPod] = {}
-        self._by_label: dict[LabelPair, set[str]] = {}
-        # Terms of placed pods, by the label pair a pod must have to match them.
-        self._terms_by_anchor: dict[LabelPair, dict[tuple[str, int], PodTerm]] = {}
-        self._unanchored_terms: dict[tuple[str, int], PodTerm] = {}
+        self._by_value: dict[AttributePair, set[str]] = {}  # -> container keys
+        self._terms_by_anchor: dict[AttributePair, dict[Handle, HeldTerm]] = {}
+        self._anchor_names: dict[str, int] = {}  # attribute -> anchored terms on it
+        self._unanchored: dict[Handle, HeldTerm] = {}
 
-    def add(self, key: str, container: ContainerInfo, rules: PodRules, cpus: int) -> None:
-        pod = container.pod
+    # -- changes --------------------------------------------------------------
+
+    def add(
+        self,
+        key: str,
+        info: ContainerInfo,
+        rules: PodRules,
+        own: tuple[Term, ...],
+        home: int,
+        cpus: int,
+    ) -> None:
+        """A container placed: its pod's `rules` (counted from the pod's first
+        container that has some) and its `own` terms."""
+        pod = info.pod
         placed = self._pods.get(pod.uid)
         if placed is None:
             labels = selectable_labels(pod.labels)
-            placed = PlacedPod(pod.uid, pod.namespace, pod.name, labels, NO_RULES)
+            placed = PlacedPod(pod.uid, pod.namespace, pod.name, labels, info)
             self._pods[pod.uid] = placed
-            for pair in labels.items():
-                self._by_label.setdefault(pair, set()).add(pod.uid)
         if rules is not NO_RULES and placed.rules is NO_RULES:
             placed.rules = rules
-            self._index_terms(placed, add=True)
+            self._index_terms(pod.uid, placed, None, rules.pod_terms, add=True)
+        container = PlacedContainer(key, info, home, cpus, own)
+        self._containers[key] = container
+        for pair in attributes(info):
+            self._by_value.setdefault(pair, set()).add(key)
+        if own and self.symmetric:
+            self._index_terms(key, placed, container, own, add=True)
         placed.containers[key] = cpus
         placed.occupied |= cpus
 
-    def remove(self, key: str, container: ContainerInfo) -> None:
-        uid = container.pod.uid
-        placed = self._pods.get(uid)
-        if placed is None or placed.containers.pop(key, None) is None:
+    def remove(self, key: str) -> None:
+        container = self._containers.pop(key, None)
+        if container is None:
             return
+        for pair in attributes(container.info):
+            holders = self._by_value.get(pair)
+            if holders is not None:
+                holders.discard(key)
+                if not holders:
+                    del self._by_value[pair]
+        uid = container.info.pod.uid
+        placed = self._pods[uid]
+        if container.terms and self.symmetric:
+            self._index_terms(key, placed, container, container.terms, add=False)
+        del placed.containers[key]
         if not placed.containers:
             del self._pods[uid]
-            for pair in placed.labels.items():
-                holders = self._by_label.get(pair)
-                if holders is not None:
-                    holders.discard(uid)
-                    if not holders:
-                        del self._by_label[pair]
-            self._index_terms(placed, add=False)
+            self._index_terms(uid, placed, None, placed.rules.pod_terms, add=False)
             return
         occupied = 0
         for cpus in placed.containers.values():
             occupied |= cpus
         placed.occupied = occupied
+        if placed.owner is container.info:
+            # Seen from (and labelled as) its first container still placed.
+            placed.owner = self._containers[next(iter(placed.containers))].info
+            placed.labels = selectable_labels(placed.owner.pod.labels)
 
-    def rekey(self, old: str, new: str, container: ContainerInfo) -> None:
-        placed = self._pods.get(container.pod.uid)
-        if placed is not None and old in placed.containers:
-            placed.containers[new] = placed.containers.pop(old)
+    def rekey(self, old: str, new: str, info: ContainerInfo) -> None:
+        """The container `old` is known as `new` now, with `info` (its runtime id)."""
+        container = self._containers.get(old)
+        if container is None:
+            return
+        rules = self._pods[container.info.pod.uid].rules
+        self.remove(old)
+        self.add(new, info, rules, container.terms, container.home, container.occupied)
 
-    def _index_terms(self, placed: PlacedPod, *, add: bool) -> None:
-        for number, term in enumerate(placed.rules.pod_terms):
-            if term.selector is None:
-                continue  # matches no pod
-            handle = (placed.uid, number)
-            pairs = anchors(term.selector)
+    def _index_terms(
+        self,
+        owner: str,
+        pod: PlacedPod,
+        container: PlacedContainer | None,
+        terms: tuple[Term, ...],
+        *,
+        add: bool,
+    ) -> None:
+        seen_from = pod.owner if container is None else container.info
+        for number, term in enumerate(terms):
+            handle = (owner, number)
+            pairs = term.selector.anchors(seen_from)
+            if pairs == ():
+                continue  # selects nothing
+            held = HeldTerm(term, pod, container)
             if pairs is None:
                 if add:
-                    self._unanchored_terms[handle] = term
+                    self._unanchored[handle] = held
                 else:
-                    self._unanchored_terms.pop(handle, None)
+                    self._unanchored.pop(handle, None)
                 continue
             for pair in pairs:
-                if add:
-                    self._terms_by_anchor.setdefault(pair, {})[handle] = term
-                    continue
                 bucket = self._terms_by_anchor.get(pair)
-                if bucket is not None:
-                    bucket.pop(handle, None)
+                if add:
+                    if bucket is None:
+                        bucket = self._terms_by_anchor[pair] = {}
+                    if handle not in bucket:
+                        self._anchor_names[pair[0]] = self._anchor_names.get(pair[0], 0) + 1
+                    bucket[handle] = held
+                elif bucket is not None and bucket.pop(handle, None) is not None:
+                    count = self._anchor_names[pair[0]] - 1
+                    if count:
+                        self._anchor_names[pair[0]] = count
+                    else:
+                        del self._anchor_names[pair[0]]
                     if not bucket:
                         del self._terms_by_anchor[pair]
+
+    # -- reading --------------------------------------------------------------
+
+    def containers(self) -> Iterator[PlacedContainer]:
+        return iter(self._containers.values())
 
     def pods(self) -> Iterator[PlacedPod]:
         return iter(self._pods.values())
 
+    def containers_of(self, pod: PlacedPod) -> list[PlacedContainer]:
+        return [self._containers[key] for key in pod.containers]
+
     def pod(self, uid: str) -> PlacedPod | None:
         return self._pods.get(uid)
 
-    def selected(self, selector: LabelSelector) -> Iterator[PlacedPod]:
-        """Placed pods `selector` matches (namespaces not yet considered)."""
-        pairs = anchors(selector)
+    def selected(self, selector: Selector, owner: ContainerInfo) -> Iterator[PlacedContainer]:
+        """The placed containers `selector`, of a term held by `owner`, selects."""
+        pairs = selector.anchors(owner)
         if pairs is None:
-            candidates: Iterator[PlacedPod] = iter(list(self._pods.values()))
+            candidates: Iterable[PlacedContainer] = list(self._containers.values())
         else:
-            uids: set[str] = set()
+            keys: set[str] = set()
             for pair in pairs:
-                uids |= self._by_label.get(pair, set())
-            candidates = (self._pods[uid] for uid in sorted(uids))
-        for placed in candidates:
-            if selector.matches(placed.labels):
-                yield placed
+                keys |= self._by_value.get(pair, set())
+            candidates = [self._containers[key] for key in sorted(keys)]
+        for container in candidates:
+            labels = self._pods[container.info.pod.uid].labels
+            if selector.selects(owner, container.info, labels):
+                yield container
 
-    def terms_about(self, labels: Mapping[str, str]) -> Iterator[tuple[PlacedPod, PodTerm]]:
-        """Terms of placed pods whose selector matches a pod with `labels` (their
-        namespace scope not yet considered), each once, in a stable order."""
-        found: dict[tuple[str, int], PodTerm] = dict(self._unanchored_terms)
-        for pair in labels.items():
-            bucket = self._terms_by_anchor.get(pair)
+    def selected_pods(self, selector: Selector, owner: ContainerInfo) -> list[PlacedPod]:
+        """The placed pods with a container `selector` selects, each once, in order."""
+        uids = dict.fromkeys(c.info.pod.uid for c in self.selected(selector, owner))
+        return [self._pods[uid] for uid in uids]
+
+    def terms_about(self, info: ContainerInfo) -> Iterator[HeldTerm]:
+        """The terms of placed pods and containers that select a newcomer `info`,
+        each once, in a stable order."""
+        found: dict[Handle, HeldTerm] = dict(self._unanchored)
+        for name in self._anchor_names:
+            value = attribute(name, info)
+            if value is None:
+                continue
+            bucket = self._terms_by_anchor.get((name, value))
             if bucket:
                 found.update(bucket)
-        for (uid, _), term in sorted(found.items()):
-            assert term.selector is not None
-            if term.selector.matches(labels):
-                yield self._pods[uid], term
+        labels = selectable_labels(info.pod.labels)
+        for _, held in sorted(found.items(), key=lambda item: item[0]):
+            seen_from = held.pod.owner if held.container is None else held.container.info
+            if held.term.selector.selects(seen_from, info, labels):
+                yield held
 
     @property
     def any_terms(self) -> bool:
-        return bool(self._terms_by_anchor) or bool(self._unanchored_terms)
+        return bool(self._terms_by_anchor) or bool(self._unanchored)
+
+    def shape(self) -> tuple[object, ...]:
+        """The indexes as plain values, for comparing with a rebuilt copy."""
+        return (
+            {k: (c.home, c.occupied, c.terms) for k, c in self._containers.items()},
+            {u: (p.labels, p.rules, dict(p.containers), p.occupied) for u, p in self._pods.items()},
+            self._by_value,
+            {pair: set(bucket) for pair, bucket in self._terms_by_anchor.items()},
+            self._anchor_names,
+            set(self._unanchored),
+        )

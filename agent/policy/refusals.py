@@ -4,10 +4,10 @@ the pod rules. Pure string building from the chooser's ranking and the ledger.""
 from __future__ import annotations
 
 from agent.policy.classes import word
-from agent.policy.constraints import Required
 from agent.policy.ledger import Ledger
 from agent.policy.pools import Pool
 from agent.policy.request import CpuKind, Need
+from agent.policy.rulings import Required
 from topology.render import format_bytes
 
 MAX_FULL_LISTED = 8

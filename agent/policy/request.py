@@ -6,7 +6,7 @@ encodings from agent.kubelet), and `classify` decides exclusive / shared / reser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -15,6 +15,7 @@ from agent.policy.classes import DRAM_FAR
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest
 from agent.rules import NO_RULES, PodRules
+from agent.terms.term import Term
 from agent.workload import ContainerInfo, QoSClass
 
 PREFER_SHARED = "prefer-shared-cpus.cri-resource-manager.intel.com"
@@ -41,17 +42,14 @@ def milli_cpu_limit(res: Resources) -> int:
     return quota_to_milli_cpu(res.cpu_quota, res.cpu_period)
 
 
-AffinityFn = Callable[[ContainerInfo], int]
-"""A(C, D): how strongly the container being placed wants to be near an already placed D."""
-
-
 @dataclass(frozen=True, slots=True)
 class ContainerRequest:
     key: str  # the agent's handle for the container (see Policy.rekey)
     container: ContainerInfo
     resources: Resources
-    affinity: AffinityFn | None = None  # None: no affinity rules at all (fast path)
-    rules: PodRules = NO_RULES  # the pod's numa-agent.io rules (pod and node affinity, spread)
+    # The container's own terms (cri-resource-manager's annotations, agent.terms).
+    terms: tuple[Term, ...] = ()
+    rules: PodRules = NO_RULES  # the pod's numa-agent.io rules (pod terms, node affinity, spread)
     # numa-agent.io/cpu-class and memory-tiers (agent.policy.classes), parsed at the edge;
     # `invalid` says why they could not be (classify refuses the request with it).
     cpu_class: str | None = None

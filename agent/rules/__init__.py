@@ -12,8 +12,9 @@ text. The model:
 - `LabelSelector`: matchLabels and `Requirement`s (In, NotIn, Exists,
   DoesNotExist; Gt and Lt for NUMA nodes), ANDed; `{}` matches everything.
 - `NamespaceScope`: the pod's own namespace, listed ones, or all.
-- `PodTerm`: affinity or anti-affinity, required or preferred (weight 1-100), a
-  selector (None matches no pod), a namespace scope, a level, its path.
+- pod terms: `Term`s (agent.terms) whose `PodSelector` holds a label selector
+  (None matches no pod) and a namespace scope; affinity or anti-affinity,
+  required or preferred (weight 1-100), at a level, with their path.
 - `NodeAffinity`: required `NodeSelectorTerm`s (ORed) and `PreferredNodeTerm`s
   over NUMA-node labels.
 - `SpreadConstraint`: maxSkew, level, whenUnsatisfiable, selector, minDomains.
@@ -47,11 +48,13 @@ from agent.rules.selector import (
     selectable_labels,
 )
 from agent.rules.spread import SpreadConstraint, WhenUnsatisfiable
-from agent.rules.terms import OWN_NAMESPACE, NamespaceScope, PodTerm, TermKind
+from agent.rules.terms import OWN_NAMESPACE, NamespaceScope, PodSelector, pod_selector, pod_term
+from agent.terms.term import CLOSENESS, Term, TermKind
 
 __all__ = [
     "ANNOTATION_AFFINITY",
     "ANNOTATION_SPREAD",
+    "CLOSENESS",
     "EVERYTHING",
     "LEVEL_KEYS",
     "MAX_ANNOTATION_BYTES",
@@ -71,15 +74,18 @@ __all__ = [
     "NodeSelectorTerm",
     "Operator",
     "PodRules",
-    "PodTerm",
+    "PodSelector",
     "PreferredNodeTerm",
     "Requirement",
     "RuleError",
     "SpreadConstraint",
+    "Term",
     "TermKind",
     "WhenUnsatisfiable",
     "core_problems",
     "parse_pod_rules",
+    "pod_selector",
+    "pod_term",
     "reach_problems",
     "selectable_labels",
 ]

@@ -35,7 +35,8 @@ from agent.rules.selector import (
     parse_integer,
 )
 from agent.rules.spread import SpreadConstraint, WhenUnsatisfiable
-from agent.rules.terms import OWN_NAMESPACE, NamespaceScope, PodTerm, TermKind
+from agent.rules.terms import OWN_NAMESPACE, NamespaceScope, pod_term
+from agent.terms.term import Term, TermKind
 
 INT32_MAX = 2**31 - 1
 WEIGHTS = (1, 100)
@@ -50,9 +51,9 @@ _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 def compile_affinity(
     affinity: kube.Affinity,
-) -> tuple[tuple[PodTerm, ...], NodeAffinity | None]:
+) -> tuple[tuple[Term, ...], NodeAffinity | None]:
     """The pod terms (podAffinity's, then podAntiAffinity's) and the node affinity."""
-    terms: list[PodTerm] = []
+    terms: list[Term] = []
     for name, kind, raw in (
         ("podAffinity", TermKind.AFFINITY, affinity.pod_affinity),
         ("podAntiAffinity", TermKind.ANTI_AFFINITY, affinity.pod_anti_affinity),
@@ -65,7 +66,7 @@ def compile_affinity(
     return tuple(terms), node
 
 
-def _pod_terms(raw: kube.PodAffinity, path: str, kind: TermKind, out: list[PodTerm]) -> None:
+def _pod_terms(raw: kube.PodAffinity, path: str, kind: TermKind, out: list[Term]) -> None:
     for field, terms in (
         (_REQUIRED, raw.required_during_scheduling_ignored_during_execution),
         (_REQUIRED_EXECUTION, raw.required_during_scheduling_required_during_execution),
@@ -88,7 +89,7 @@ def _pod_terms(raw: kube.PodAffinity, path: str, kind: TermKind, out: list[PodTe
 
 def _pod_term(
     raw: kube.PodAffinityTerm, path: str, kind: TermKind, *, required: bool, weight: int
-) -> PodTerm:
+) -> Term:
     _refuse(
         raw.match_label_keys,
         join(path, "matchLabelKeys"),
@@ -104,14 +105,14 @@ def _pod_term(
     selector = None
     if raw.label_selector is not None:
         selector = compile_selector(raw.label_selector, join(path, "labelSelector"))
-    return PodTerm(
-        kind=kind,
-        required=required,
-        weight=weight,
-        selector=selector,
-        namespaces=_namespaces(raw, path),
-        level=parse_level(raw.topology_key, join(path, "topologyKey")),
-        path=path,
+    return pod_term(
+        kind,
+        required,
+        weight,
+        selector,
+        _namespaces(raw, path),
+        parse_level(raw.topology_key, join(path, "topologyKey")),
+        path,
     )
 
 

@@ -16,7 +16,8 @@ from collections.abc import Collection
 
 from agent.rules.levels import Level
 from agent.rules.rules import ANNOTATION_AFFINITY, PodRules
-from agent.rules.terms import TermKind
+from agent.rules.terms import pod_selector
+from agent.terms.term import TermKind
 
 
 def reach_problems(
@@ -30,10 +31,11 @@ def reach_problems(
     for term in rules.pod_terms:
         if term.kind is not TermKind.ANTI_AFFINITY or not term.required:
             continue
-        if term.namespaces.reaches_beyond(namespace):
+        scope = pod_selector(term).namespaces
+        if scope.reaches_beyond(namespace):
             out.append(
                 f"{ANNOTATION_AFFINITY}: {term.path}: a required anti-affinity that reaches "
-                f"beyond the pod's own namespace ({term.namespaces.describe()}) would let "
+                f"beyond the pod's own namespace ({scope.describe()}) would let "
                 "one pod refuse every other tenant's pods; it is allowed only for namespaces "
                 "listed in the agent's exclusive_domain_namespaces"
             )
@@ -49,5 +51,5 @@ def core_problems(rules: PodRules) -> tuple[str, ...]:
         "container occupies its whole pool, so it would close that pool to the pods "
         "it selects"
         for term in rules.pod_terms
-        if term.kind is TermKind.ANTI_AFFINITY and term.required and term.level is Level.CORE
+        if term.kind is TermKind.ANTI_AFFINITY and term.required and term.where is Level.CORE
     )

@@ -7,23 +7,10 @@ whole machine (`kubernetes.io/hostname`: one domain, as for a node in the cluste
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from agent.rules.errors import PathError, quote
+from agent.terms.level import LEVEL_KEYS, Level
 
-
-class Level(StrEnum):
-    """A topology level, finest first. Any other topology key is refused."""
-
-    CORE = "numa-agent.io/core"
-    L3 = "numa-agent.io/l3"
-    NUMA = "numa-agent.io/numa"
-    DIE = "numa-agent.io/die"
-    SOCKET = "numa-agent.io/socket"
-    HOST = "kubernetes.io/hostname"
-
-
-LEVEL_KEYS = ", ".join(level.value for level in Level)
+__all__ = ["LEVEL_KEYS", "Level", "parse_level"]
 
 
 def parse_level(value: str, path: str) -> Level:

@@ -16,7 +16,7 @@ from agent.rules.errors import PathError, RuleError
 from agent.rules.nodes import NodeAffinity
 from agent.rules.rules import ANNOTATION_AFFINITY, ANNOTATION_SPREAD, NO_RULES, PodRules
 from agent.rules.spread import SpreadConstraint
-from agent.rules.terms import PodTerm
+from agent.terms.term import Term
 
 CACHE_SIZE = 128  # pods' annotation pairs; each text is at most 64 KiB
 
@@ -41,7 +41,7 @@ def parse_pod_rules(annotations: Mapping[str, str]) -> PodRules:
 def _parse_cached(affinity: str | None, spread: str | None) -> PodRules | RuleError:
     annotation = ANNOTATION_AFFINITY
     try:
-        pod_terms: tuple[PodTerm, ...] = ()
+        pod_terms: tuple[Term, ...] = ()
         node_affinity: NodeAffinity | None = None
         if affinity is not None:
             decoded = decode_affinity(affinity)

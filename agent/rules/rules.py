@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from agent.rules.nodes import NodeAffinity
 from agent.rules.spread import SpreadConstraint
-from agent.rules.terms import PodTerm, TermKind
+from agent.rules.terms import ANNOTATION_AFFINITY
+from agent.terms.term import Term, TermKind
 
-ANNOTATION_AFFINITY = "numa-agent.io/affinity"
+__all__ = ["ANNOTATION_AFFINITY", "ANNOTATION_SPREAD", "NO_RULES", "PodRules"]
+
 ANNOTATION_SPREAD = "numa-agent.io/topology-spread-constraints"
 
 
@@ -23,7 +25,7 @@ class PodRules:
     affinity, `numa-agent.io/topology-spread-constraints` for `spread`).
     """
 
-    pod_terms: tuple[PodTerm, ...] = ()
+    pod_terms: tuple[Term, ...] = ()
     node_affinity: NodeAffinity | None = None
     spread: tuple[SpreadConstraint, ...] = ()
 
@@ -33,7 +35,7 @@ class PodRules:
 
     def terms(
         self, kind: TermKind | None = None, *, required: bool | None = None
-    ) -> tuple[PodTerm, ...]:
+    ) -> tuple[Term, ...]:
         """The pod terms of one kind and/or strength, in annotation order."""
         return tuple(
             t

@@ -1,4 +1,4 @@
-"""Pod affinity and anti-affinity terms: which pods a term looks at, and where.
+"""Pod affinity and anti-affinity terms, as Terms whose selector looks at pods.
 
 A term selects pods by their labels (`selector`) among the namespaces of its
 `namespaces` scope, and holds at one `level` of the machine. Placement decides
@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
-from agent.rules.levels import Level
-from agent.rules.selector import LabelSelector
+from agent.rules.selector import LabelSelector, Operator
+from agent.terms.level import Level
+from agent.terms.term import POD_LABELS, AttributePair, Term, TermKind
+from agent.workload import ContainerInfo
 
-
-class TermKind(StrEnum):
-    AFFINITY = "affinity"  # from podAffinity: pull towards matching pods
-    ANTI_AFFINITY = "anti-affinity"  # from podAntiAffinity: push away from them
+ANNOTATION_AFFINITY = "numa-agent.io/affinity"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +65,69 @@ OWN_NAMESPACE = NamespaceScope()
 
 
 @dataclass(frozen=True, slots=True)
-class PodTerm:
-    """One podAffinity or podAntiAffinity term.
+class PodSelector:
+    """Whom a Kubernetes term concerns: the pods whose labels `labels` matches (None,
+    no labelSelector: no pod) among the namespaces of `namespaces`. A pod's terms are
+    its own, shared by its containers (`pod_wide`)."""
+
+    labels: LabelSelector | None
+    namespaces: NamespaceScope = OWN_NAMESPACE
+
+    @property
+    def pod_wide(self) -> bool:
+        return True
+
+    @property
+    def selects_every_pod(self) -> bool:
+        """`labelSelector: {}` with `namespaceSelector: {}`: every pod of every
+        namespace. As a required anti-affinity term above `core` it would close
+        whole domains to everyone; placement decides whether to allow it."""
+        return self.labels is not None and self.labels.is_everything and self.namespaces.selects_all
+
+    def matches_pod(self, owner_namespace: str, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether a pod (its namespace and selectable labels) is one this selector,
+        of a pod in `owner_namespace`, looks at."""
+        return (
+            self.labels is not None
+            and self.namespaces.matches(owner_namespace, namespace)
+            and self.labels.matches(labels)
+        )
+
+    def selects(
+        self, owner: ContainerInfo, other: ContainerInfo, labels: Mapping[str, str]
+    ) -> bool:
+        return self.matches_pod(owner.namespace, other.namespace, labels)
+
+    def anchors(self, owner: ContainerInfo) -> tuple[AttributePair, ...] | None:
+        """A matchLabels pair, or the values of an In requirement (every pod the
+        selector matches has one of them); None otherwise."""
+        selector = self.labels
+        if selector is None:
+            return ()  # matches no pod
+        if selector.match_labels:
+            key, value = selector.match_labels[0]
+            return ((f"{POD_LABELS}{key}", value),)
+        for req in selector.requirements:
+            if req.operator is Operator.IN:
+                return tuple((f"{POD_LABELS}{req.key}", value) for value in sorted(req.values))
+        return None
+
+    def describe(self) -> str:
+        """`pods matching app=db (the pod's own namespace)`."""
+        pods = "no pods" if self.labels is None else f"pods matching {self.labels.describe()}"
+        return f"{pods} ({self.namespaces.describe()})"
+
+
+def pod_term(
+    kind: TermKind,
+    required: bool,
+    weight: int,
+    selector: LabelSelector | None,
+    namespaces: NamespaceScope,
+    level: Level,
+    path: str,
+) -> Term:
+    """One podAffinity or podAntiAffinity term as a Term.
 
     `required` terms come from requiredDuringSchedulingIgnoredDuringExecution (and
     requiredDuringSchedulingRequiredDuringExecution, accepted and treated alike:
@@ -78,41 +137,13 @@ class PodTerm:
     `podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]` or
     `podAffinity.preferredDuringSchedulingIgnoredDuringExecution[1].podAffinityTerm`.
     """
+    return Term(
+        kind, required, weight, PodSelector(selector, namespaces), level, ANNOTATION_AFFINITY, path
+    )
 
-    kind: TermKind
-    required: bool
-    weight: int
-    selector: LabelSelector | None
-    namespaces: NamespaceScope
-    level: Level
-    path: str
 
-    @property
-    def selects_every_pod(self) -> bool:
-        """`labelSelector: {}` with `namespaceSelector: {}`: every pod of every
-        namespace. As a required anti-affinity term above `core` it would close
-        whole domains to everyone; placement decides whether to allow it."""
-        return (
-            self.selector is not None
-            and self.selector.is_everything
-            and self.namespaces.selects_all
-        )
-
-    def matches_pod(self, owner_namespace: str, namespace: str, labels: Mapping[str, str]) -> bool:
-        """Whether a pod (its namespace and labels) is one this term, of a pod in
-        `owner_namespace`, looks at."""
-        return (
-            self.selector is not None
-            and self.namespaces.matches(owner_namespace, namespace)
-            and self.selector.matches(labels)
-        )
-
-    def describe(self) -> str:
-        """`required anti-affinity podAntiAffinity....[0]: pods matching app=db
-        (the pod's own namespace) at numa-agent.io/socket`."""
-        strength = "required" if self.required else f"preferred (weight {self.weight})"
-        pods = "no pods" if self.selector is None else f"pods matching {self.selector.describe()}"
-        return (
-            f"{strength} {self.kind} {self.path}: {pods} ({self.namespaces.describe()}) "
-            f"at {self.level}"
-        )
+def pod_selector(term: Term) -> PodSelector:
+    """The selector of a Kubernetes term (TypeError for any other: a caller's bug)."""
+    if not isinstance(term.selector, PodSelector):
+        raise TypeError(f"{term.path}: not a pod term")
+    return term.selector

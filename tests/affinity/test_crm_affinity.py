@@ -16,12 +16,12 @@ from agent.affinity import (
     MAX_RULES_PER_CONTAINER,
     Expression,
     Operator,
-    Rule,
     effective_affinity,
     parse_pod_affinities,
+    rule_text,
 )
 from agent.workload import ContainerInfo
-from tests.affinity.workloads import container, pod
+from tests.affinity.workloads import Rule, container, pod, rules_of
 
 AFF = ANNOTATION_AFFINITY
 ANTI = ANNOTATION_ANTI_AFFINITY
@@ -33,8 +33,8 @@ def partners(annotation: str, text: str) -> dict[str, set[str]]:
     parsed = parse_pod_affinities({annotation: textwrap.dedent(text)})
     assert parsed.errors == ()
     found: dict[str, set[str]] = {}
-    for name, rules in parsed.rules.items():
-        for rule in rules:
+    for name in parsed.rules:
+        for rule in rules_of(parsed, name):
             assert rule.weight == (1 if annotation == AFF else -1)
             assert rule.scope is None and rule.match.key == "labels/io.kubernetes.container.name"
             found.setdefault(name, set()).update(rule.match.values)
@@ -127,7 +127,7 @@ def test_strict_parsing(text: str, error: str | None) -> None:
     parsed = parse_pod_affinities({AFF: textwrap.dedent(text)})
     if error is None:
         assert parsed.errors == ()
-        (rule,) = parsed.rules_for("memtier-benchmark")
+        (rule,) = rules_of(parsed, "memtier-benchmark")
         assert rule.weight == 10
         assert rule.scope == Expression("pod/name", Operator.MATCHES, ("redis-*",))
     else:
@@ -193,7 +193,7 @@ def test_the_shorthand_does_not_depend_on_creation_order(annotation: str) -> Non
 
 def test_self_reference_gives_no_rule_back() -> None:
     parsed = parse_pod_affinities({AFF: "a: [a]"})
-    assert parsed.rules_for("a") == (
+    assert rules_of(parsed, "a") == (
         Rule(Expression("labels/io.kubernetes.container.name", Operator.IN, ("a",)), None, 1, AFF),
     )
     assert affinity({AFF: "a: [a]"}, "a", "a") == 0
@@ -206,7 +206,7 @@ def test_a_bad_list_mirrors_nothing_and_a_bad_target_stays_refused() -> None:
         parsed.rules_for("a")
     with pytest.raises(ValueError, match='container "d"'):
         parsed.rules_for("d")  # c's list names d, but d's own list is bad
-    assert [r.match.values for r in parsed.rules_for("c")] == [("d",)]
+    assert [r.match.values for r in rules_of(parsed, "c")] == [("d",)]
 
 
 def test_mirrored_rules_do_not_count_against_the_limit() -> None:
@@ -220,15 +220,17 @@ def test_a_container_named_only_by_others_gets_rules() -> None:
     # "ghost" is not a container of the pod; `check` warns about it.
     parsed = parse_pod_affinities({AFF: "main: [ghost]"})
     assert set(parsed.rules) == {"main", "ghost"}
-    (rule,) = parsed.rules_for("ghost")
+    (term,) = parsed.rules_for("ghost")
+    rule = Rule.of(term)
     assert rule.mirrored and rule.match.values == ("main",)
-    assert str(rule) == (
+    assert rule_text(term) == (
         "affinity +1 on labels/io.kubernetes.container.name In [main] "
         "(scope: its pod; mirrored from the shorthand of main)"
     )
     (own,) = parsed.rules_for("main")
     assert (
-        str(own) == "affinity +1 on labels/io.kubernetes.container.name In [ghost] (scope: its pod)"
+        rule_text(own)
+        == "affinity +1 on labels/io.kubernetes.container.name In [ghost] (scope: its pod)"
     )
 
 

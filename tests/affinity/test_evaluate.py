@@ -9,13 +9,13 @@ from agent.affinity import (
     ANNOTATION_ANTI_AFFINITY,
     Expression,
     Operator,
-    Rule,
     effective_affinity,
     is_same_container,
     parse_pod_affinities,
 )
+from agent.terms.term import Term
 from agent.workload import ContainerInfo, QoSClass
-from tests.affinity.workloads import container, pod
+from tests.affinity.workloads import container, pod, signed_term
 
 FARM = pod("farm-0", namespace="meadow")
 PETER, SHEEP, WOLF, DOG = (container(n, FARM) for n in ("peter", "sheep", "wolf", "dog"))
@@ -46,8 +46,8 @@ def test_default_scope_is_the_pod_by_uid_not_by_name() -> None:
     assert effective_affinity(PETER, PETER_RULES, other_sheep) == 0
 
 
-def rule(match: Expression, weight: int, scope: Expression | None = None) -> Rule:
-    return Rule(match, scope, weight, ANNOTATION_AFFINITY)
+def rule(match: Expression, weight: int, scope: Expression | None = None) -> Term:
+    return signed_term(match, scope, weight, ANNOTATION_AFFINITY)
 
 
 ANY = Expression("", Operator.ALWAYS_TRUE)
@@ -83,7 +83,7 @@ def test_weights_of_all_matching_rules_add_up() -> None:
         rule(SHEEP_NAME, 4),
         rule(Expression("name", Operator.MATCHES, ("s*",)), 2),
         rule(Expression("name", Operator.EQUALS, ("wolf",)), 100),
-        Rule(SHEEP_NAME, None, -1, ANNOTATION_ANTI_AFFINITY),
+        signed_term(SHEEP_NAME, None, -1, ANNOTATION_ANTI_AFFINITY),
         rule(SHEEP_NAME, 0),
     ]
     assert effective_affinity(PETER, rules, SHEEP) == 4 + 2 - 1

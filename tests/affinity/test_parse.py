@@ -20,11 +20,10 @@ from agent.affinity import (
     AnnotationError,
     Expression,
     Operator,
-    Rule,
-    RuleKind,
     parse_pod_affinities,
 )
 from agent.rules import MAX_DEPTH as RULES_MAX_DEPTH
+from tests.affinity.workloads import Rule, rules_of
 
 AFF = ANNOTATION_AFFINITY
 ANTI = ANNOTATION_ANTI_AFFINITY
@@ -41,7 +40,7 @@ def parse(affinity: str | None = None, anti: str | None = None) -> dict[str, tup
         annotations[ANTI] = textwrap.dedent(anti)
     parsed = parse_pod_affinities(annotations)
     assert parsed.errors == (), [str(e) for e in parsed.errors]
-    return dict(parsed.rules)
+    return {name: rules_of(parsed, name) for name in parsed.rules}
 
 
 def only_error(annotation: str, text: str) -> AnnotationError:
@@ -261,12 +260,17 @@ def test_general_syntax_with_scope_match_and_weight() -> None:
 def test_weights(annotation: str, weight_line: str, weight: int) -> None:
     text = f"c:\n- match: {{key: name, operator: Exists}}\n  {weight_line}\n"
     rules = parse_pod_affinities({annotation: text}).rules_for("c")
-    assert [r.weight for r in rules] == [weight]
+    assert [r.signed for r in rules] == [weight]
 
 
 def test_default_scope_and_kind() -> None:
     (rule,) = parse("c:\n- match: {key: name, operator: Exists}\n")["c"]
-    assert rule.scope is None and rule.kind is RuleKind.PREFERRED
+    assert rule.scope is None
+    assert (
+        not parse_pod_affinities({AFF: "c:\n- match: {key: name, operator: Exists}\n"})
+        .rules_for("c")[0]
+        .required
+    )
     (rule,) = parse("c:\n- {match: {key: name, operator: Exists}, scope: ~}\n")["c"]
     assert rule.scope is None
 
@@ -741,7 +745,7 @@ GOOD_AND_BAD = {
 
 def test_a_bad_rule_concerns_only_its_container() -> None:
     parsed = parse_pod_affinities(GOOD_AND_BAD)
-    assert parsed.rules_for("db") == (
+    assert rules_of(parsed, "db") == (
         Rule(Expression(NAME_KEY, Op.IN, ("cache",)), None, 1, AFF),
         # web's own list is good: the anti-affinity shorthand still mirrors to db.
         Rule(Expression(NAME_KEY, Op.IN, ("web",)), None, -1, ANTI, mirrored=True),

@@ -17,12 +17,11 @@ from agent.affinity import (
     AnnotationError,
     Expression,
     PodAffinities,
-    Rule,
     effective_affinity,
     parse_pod_affinities,
 )
 from agent.affinity.expression import ARITY, Arity
-from tests.affinity.workloads import container, pod
+from tests.affinity.workloads import Rule, container, pod, rules_of
 
 NAMES = ["web", "db", "peter", "sheep", "a", "1", ""]
 POD = pod("web-0", labels={"app": "web"})
@@ -45,8 +44,8 @@ def check(annotations: dict[str, str]) -> PodAffinities:
             assert err in parsed.errors or any(str(err) == str(e) for e in parsed.errors)
             continue
         for rule in rules:
-            high = 1000 if rule.annotation == ANNOTATION_AFFINITY else 0
-            assert -1000 <= rule.weight <= high
+            high = 1000 if rule.source == ANNOTATION_AFFINITY else 0
+            assert -1000 <= rule.signed <= high
         me = container(name or "x", POD)
         for other in SUBJECTS:
             assert isinstance(effective_affinity(me, rules, other), int)
@@ -244,4 +243,4 @@ def test_valid_rules_round_trip(
     expected = [Rule(m, s, 1 if w is None else w, ANNOTATION_AFFINITY) for m, s, w in positive] + [
         Rule(m, s, -1 if w is None else -w, ANNOTATION_ANTI_AFFINITY) for m, s, w in negative
     ]
-    assert list(parsed.rules_for("web")) == expected
+    assert list(rules_of(parsed, "web")) == expected

@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from agent.affinity import (
+    ANNOTATION_AFFINITY,
+    ANNOTATION_ANTI_AFFINITY,
+    Expression,
+    PodAffinities,
+    container_selector,
+    crm_term,
+)
+from agent.terms.term import Term
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 
 NAME_LABEL = "io.kubernetes.container.name"
@@ -44,3 +55,37 @@ def container(
     return ContainerInfo(
         name=name, pod=of, id=cid, labels=kubelet | (labels or {}), tags=tags or {}
     )
+
+
+class Rule(NamedTuple):
+    """A cri-resource-manager rule as its tables state it: match, scope, the weight
+    signed (anti-affinity negative), the annotation, whether it is mirrored."""
+
+    match: Expression
+    scope: Expression | None
+    weight: int
+    annotation: str
+    mirrored: bool = False
+
+    @classmethod
+    def of(cls, term: Term) -> Rule:
+        selector = container_selector(term)
+        return cls(selector.match, selector.scope, term.signed, term.source, term.mirrored)
+
+
+def rules_of(parsed: PodAffinities, name: str) -> tuple[Rule, ...]:
+    """A container's parsed terms as the tables state rules."""
+    return tuple(map(Rule.of, parsed.rules_for(name)))
+
+
+def signed_term(
+    match: Expression,
+    scope: Expression | None,
+    weight: int,
+    annotation: str = ANNOTATION_AFFINITY,
+    *,
+    mirrored: bool = False,
+) -> Term:
+    """The term of a rule stated with a signed weight (an anti-affinity's negative)."""
+    strength = -weight if annotation == ANNOTATION_ANTI_AFFINITY else weight
+    return crm_term(annotation, match, scope, strength, mirrored=mirrored)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent.policy.config import PolicyConfig
 from agent.policy.policy import Policy
-from agent.policy.request import AffinityFn, ContainerRequest, Resources
+from agent.policy.request import ContainerRequest, Resources
+from agent.terms.term import Term
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from devtools.fakesysfs import write_sysfs
 from topology.shapes import SHAPES, MachineSpec
@@ -49,7 +50,7 @@ def request(
     namespace: str = "default",
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
-    affinity: AffinityFn | None = None,
+    terms: Sequence[Term] = (),
     limit: int | None = None,
     memory: int = 0,
 ) -> ContainerRequest:
@@ -75,7 +76,7 @@ def request(
         res = Resources(cpu_shares=2, memory_limit_bytes=memory)
     else:
         res = resources(milli, limit, memory)
-    return ContainerRequest(key, container, res, affinity)
+    return ContainerRequest(key, container, res, tuple(terms))
 
 
 def policy(machine: Machine, **config: object) -> Policy:

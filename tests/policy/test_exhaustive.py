@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.affinity import ANNOTATION_AFFINITY, Expression, Operator, crm_term, effective_affinity
 from agent.policy.closeness import node_closeness
 from agent.policy.errors import ResourceExhausted
 from agent.policy.policy import Policy
@@ -33,6 +34,8 @@ _container = st.tuples(
 )
 SCENARIOS = st.lists(_container, min_size=2, max_size=6)
 
+EVERY = Expression("", Operator.ALWAYS_TRUE)
+
 
 def naive_score(
     pol: Policy,
@@ -41,15 +44,14 @@ def naive_score(
     req: ContainerRequest,
     pool: str,
 ) -> float:
-    fn = req.affinity
-    if fn is None:
+    if not req.terms:
         return 0.0
     mine = pol.tree.by_name(pool).numa_nodes
     total = 0.0
     for key, decision in pol.assignments().items():
         if key == req.key or decision.pool == "reserved":
             continue
-        weight = fn(placed[key])
+        weight = effective_affinity(req.container, req.terms, placed[key])
         if not weight:
             continue
         theirs = pol.tree.by_name(decision.pool).numa_nodes
@@ -70,15 +72,16 @@ def test_greedy_choice_is_the_best_any_pool_allows(
     pol = policy(machine)
     placed: dict[str, ContainerInfo] = {}
     for index, (kind, size, weights) in enumerate(scenario):
-        names = {f"c{j}": weights[j] for j in range(index)}
-
-        def fn(other: ContainerInfo, names: dict[str, int] = names) -> int:
-            return names.get(other.name, 0)
+        terms = [
+            crm_term(ANNOTATION_AFFINITY, Expression("name", Operator.EQUALS, (f"c{j}",)), EVERY, w)
+            for j, w in enumerate(weights[:index])
+            if w
+        ]
 
         if kind == "exclusive":
-            req = request(f"c{index}", size * 1000, affinity=fn)
+            req = request(f"c{index}", size * 1000, terms=terms)
         else:
-            req = request(f"c{index}", size * 100, qos=QoSClass.BURSTABLE, affinity=fn)
+            req = request(f"c{index}", size * 100, qos=QoSClass.BURSTABLE, terms=terms)
         best: float | None = None
         for pool in pol.tree.pools:
             trial = copy.deepcopy(pol)

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.affinity import ANNOTATION_AFFINITY, Expression, Operator, crm_term
 from agent.policy.errors import ResourceExhausted
 from agent.policy.policy import CpusetUpdate, Decision, Policy
 from agent.policy.request import ContainerRequest
-from agent.workload import ContainerInfo, QoSClass
+from agent.workload import QoSClass
 from tests.policy.helpers import policy, request
 from topology.cpuset import CPUSet
 from topology.tree import Machine
@@ -47,6 +48,8 @@ CASES = [
     ("xeon-2s-2numa", {"reserved_cpus": "0,40", "colocate_pods": True}),
     ("epyc-2s-nps4", {}),
 ]
+
+EVERY = Expression("", Operator.ALWAYS_TRUE)
 
 
 class Caller:
@@ -113,11 +116,10 @@ def test_random_sequences_keep_invariants(
             assert isinstance(ns, int) and isinstance(weight, int) and isinstance(target, int)
             serial += 1
             label = f"app{target % 4}"
-            fn = None
+            terms = ()
             if weight:
-
-                def fn(other: ContainerInfo, label: str = label, w: int = weight) -> int:
-                    return w if other.pod.labels.get("app") == label else 0
+                match = Expression("pod/labels/app", Operator.EQUALS, (label,))
+                terms = (crm_term(ANNOTATION_AFFINITY, match, EVERY, weight),)
 
             if kind == "exclusive":
                 milli, qos, limit = size * 1000, QoSClass.GUARANTEED, None
@@ -136,7 +138,7 @@ def test_random_sequences_keep_invariants(
                 name=f"c{serial}",
                 namespace=namespaces[ns],
                 labels={"app": f"app{serial % 4}"},
-                affinity=fn,
+                terms=terms,
             )
             try:
                 decision = pol.place(req)

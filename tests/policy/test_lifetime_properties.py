@@ -21,7 +21,7 @@ from agent.policy.domains import machine_topology
 from agent.policy.errors import PlacementError
 from agent.policy.policy import Policy
 from agent.policy.request import ContainerRequest, Resources
-from agent.rules import Level, PodRules, TermKind, parse_pod_rules
+from agent.rules import Level, PodRules, TermKind, parse_pod_rules, pod_selector
 from agent.workload import ContainerInfo, PodInfo, QoSClass
 from tests.policy.helpers import policy
 from topology.tree import Machine
@@ -79,7 +79,7 @@ def container_request(pod: Pod, name: str, milli: int) -> ContainerRequest:
         res = Resources(milli * 1024 // 1000, milli * 100, 100_000, 1 << 28)
     else:
         res = Resources(cpu_shares=milli * 1024 // 1000)
-    return ContainerRequest(key, info, res, None, pod.rules)
+    return ContainerRequest(key, info, res, (), pod.rules)
 
 
 _op = st.tuples(
@@ -120,7 +120,7 @@ class World:
                 domains = self.topology[term.level]
                 mine = domains.expand(self.occupied(pod))
                 for other in running:
-                    if other is pod or not term.matches_pod(
+                    if other is pod or not pod_selector(term).matches_pod(
                         pod.info.namespace, other.info.namespace, other.info.labels
                     ):
                         continue
@@ -133,14 +133,18 @@ class World:
         for term in pod.rules.terms(TermKind.AFFINITY, required=True):
             domains = self.topology[term.level]
             mine = domains.expand(self.occupied(pod))
-            if term.matches_pod(pod.info.namespace, pod.info.namespace, pod.info.labels):
+            if pod_selector(term).matches_pod(
+                pod.info.namespace, pod.info.namespace, pod.info.labels
+            ):
                 continue  # the first of its kind may go anywhere
             others = [
                 o
                 for o in self.pods.values()
                 if o is not pod
                 and o.containers
-                and term.matches_pod(pod.info.namespace, o.info.namespace, o.info.labels)
+                and pod_selector(term).matches_pod(
+                    pod.info.namespace, o.info.namespace, o.info.labels
+                )
             ]
             assert any(mine & self.occupied(o) for o in others), f"{pod.info.name}: {term.path}"
 
@@ -175,6 +179,12 @@ class World:
                 return
             pod.containers[name] = decision.key
             pod.sizes[name] = milli
+            # A new container while others of the pod are exited: kubelet runs init
+            # containers to completion first, so those were completed init
+            # containers, and their places went back (lifetime.completed_inits).
+            for done in pod.exited:
+                del pod.containers[done]
+            pod.exited.clear()
             if first:
                 self.first_placed(pod)
         elif pod is None or name not in pod.containers:

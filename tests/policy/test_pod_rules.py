@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.affinity import effective_affinity, parse_pod_affinities
+from agent.affinity import parse_pod_affinities
 from agent.policy.closeness import closeness_table
 from agent.policy.config import PolicyConfig
 from agent.policy.errors import InvalidRequest, ResourceExhausted, RuleUnsatisfied
@@ -131,7 +131,7 @@ def request(
     else:
         res = Resources(cpu_shares=milli * 1024 // 1000)
     return ContainerRequest(
-        f"{namespace}/{pod_name}/{container}", c, res, None, parse_pod_rules(annotations)
+        f"{namespace}/{pod_name}/{container}", c, res, (), parse_pod_rules(annotations)
     )
 
 
@@ -647,13 +647,8 @@ def test_both_languages_add_up_on_one_scale_as_the_worked_example_says(
     )
     base = request("web", 500, qos=B, labels={"app": "web"}, rules=rules)
     crm = parse_pod_affinities(annotations).rules_for("main")
-    assert [r.weight for r in crm] == [50]
-    me = base.container
-
-    def fn(other: ContainerInfo) -> int:
-        return effective_affinity(me, crm, other)
-
-    web = pol.place(replace(base, affinity=fn))
+    assert [r.signed for r in crm] == [50]
+    web = pol.place(replace(base, terms=crm))
     close = closeness_to_numa0(pol)
     assert web.pool == "numa1"
     assert web.score == round(50 * close["numa1"], 9)

@@ -8,12 +8,19 @@ from dataclasses import replace
 
 import pytest
 
-from agent.affinity import effective_affinity, parse_pod_affinities
+from agent.affinity import (
+    ANNOTATION_AFFINITY,
+    Expression,
+    Operator,
+    crm_term,
+    parse_pod_affinities,
+)
 from agent.policy.config import ConfigError, PolicyConfig
 from agent.policy.errors import InvalidRequest, ResourceExhausted, UnknownContainer
 from agent.policy.policy import CpusetUpdate, Policy
 from agent.policy.request import PREFER_SHARED, ContainerRequest
-from agent.workload import ContainerInfo, QoSClass
+from agent.terms.term import Term
+from agent.workload import QoSClass
 from tests.policy.helpers import policy, request
 from topology.cpuset import CPUSet
 from topology.tree import Machine
@@ -23,8 +30,11 @@ B = QoSClass.BURSTABLE
 BE = QoSClass.BESTEFFORT
 
 
-def named(name: str, weight: int) -> Callable[[ContainerInfo], int]:
-    return lambda other: weight if other.name == name else 0
+def named(name: str, weight: int) -> tuple[Term, ...]:
+    """A cri-resource-manager rule: `weight` towards every container called `name`."""
+    every = Expression("", Operator.ALWAYS_TRUE)
+    match = Expression("name", Operator.EQUALS, (name,))
+    return (crm_term(ANNOTATION_AFFINITY, match, every, weight),)
 
 
 def now(pol: Policy, key: str) -> str:
@@ -131,11 +141,11 @@ def test_affinity_pulls_next_to_partner(machines: Machines) -> None:
     pol.place_in(request("db", 1000, qos=B), "numa3")
     # Without affinity an exclusive container takes the lowest node (all fit alike).
     assert pol.place(request("other", 2000)).pool == "numa0"
-    app = pol.place(request("app", 2000, affinity=named("db", 10)))
+    app = pol.place(request("app", 2000, terms=named("db", 10)))
     assert (app.pool, app.score) == ("numa3", 10.0)
     assert "higher affinity score" in app.explanation
     # A shared container is pulled the same way, against the load rule.
-    cache = pol.place(request("cache", 500, qos=B, affinity=named("app", 3)))
+    cache = pol.place(request("cache", 500, qos=B, terms=named("app", 3)))
     assert cache.pool == "numa3"
     pol.check_invariants()
 
@@ -158,7 +168,7 @@ def test_anti_affinity_spreads_replicas(
     placed = []
     for i in range(replicas):
         decision = pol.place(
-            request(f"web-{i}", 2000, pod=f"web-{i}", name="web", affinity=named("web", -5))
+            request(f"web-{i}", 2000, pod=f"web-{i}", name="web", terms=named("web", -5))
         )
         (node,) = decision.mems.ids()
         placed.append(node)
@@ -171,7 +181,7 @@ def test_anti_affinity_spreads_replicas(
 def test_capacity_forces_a_compromise(machines: Machines) -> None:
     pol = policy(machines("xeon-2s-2numa"))
     pol.place_in(request("big", 18_000), "numa3")
-    partner = pol.place(request("partner", 4000, affinity=named("big", 10)))
+    partner = pol.place(request("partner", 4000, terms=named("big", 10)))
     # numa3 has 2 CPUs left: the closest node with room, on the same socket. (socket1
     # is a candidate too, but its CPUs would come from numa2 as well: same score.)
     assert (partner.pool, str(partner.mems)) == ("numa2", "2")
@@ -204,13 +214,7 @@ def test_real_affinity_annotations(machines: Machines) -> None:
             limit=milli if qos is QoSClass.GUARANTEED else 2 * milli,
         )
         rules = affinities.rules_for(name)
-        fn = None
-        if rules:
-
-            def fn(other: ContainerInfo, me: ContainerInfo = base.container) -> int:
-                return effective_affinity(me, rules, other)
-
-        return ContainerRequest(base.key, base.container, base.resources, fn)
+        return ContainerRequest(base.key, base.container, base.resources, rules)
 
     pol.place_in(make("cache", 500, QoSClass.BURSTABLE), "numa2")
     app = pol.place(make("app", 2000, QoSClass.GUARANTEED))
@@ -371,7 +375,7 @@ def test_restore_takes_records_back_as_they_were(machines: Machines) -> None:
         request("b", 500, qos=B),
         request("c", 20_000),
         request("d", 100, namespace="kube-system"),
-        request("e", 1000, qos=B, affinity=named("c", 5)),
+        request("e", 1000, qos=B, terms=named("c", 5)),
     ]
     for req in reqs:
         pol.place(req)
@@ -424,7 +428,7 @@ def test_symmetric_affinity_pulls_a_later_partner(
 ) -> None:
     # web wants cache but is placed first (in numa3); cache has no rules of its own.
     pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=symmetric)
-    pol.place_in(request("web", 2000, name="web", affinity=named("cache", 10)), "numa3")
+    pol.place_in(request("web", 2000, name="web", terms=named("cache", 10)), "numa3")
     # A shared cache: without a pull it goes to the least loaded, lowest pool.
     cache = pol.place(request("cache", 500, qos=B, name="cache"))
     # Off: cri-resource-manager's behaviour, web's rule acted only when web was placed.
@@ -435,20 +439,20 @@ def test_symmetric_affinity_pulls_a_later_partner(
 def test_symmetric_affinity_adds_both_directions(machines: Machines) -> None:
     # A push from the placed container outweighs the newcomer's own pull.
     pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=True)
-    pol.place_in(request("a", 2000, name="a", affinity=named("b", -5)), "numa1")
-    b = pol.place(request("b", 500, qos=B, name="b", affinity=named("a", 2)))
+    pol.place_in(request("a", 2000, name="a", terms=named("b", -5)), "numa1")
+    b = pol.place(request("b", 500, qos=B, name="b", terms=named("a", 2)))
     assert b.pool != "numa1" and "numa" in b.pool
     off = policy(machines("xeon-2s-2numa"))
-    off.place_in(request("a", 2000, name="a", affinity=named("b", -5)), "numa1")
-    assert off.place(request("b", 500, qos=B, name="b", affinity=named("a", 2))).pool == "numa1"
+    off.place_in(request("a", 2000, name="a", terms=named("b", -5)), "numa1")
+    assert off.place(request("b", 500, qos=B, name="b", terms=named("a", 2))).pool == "numa1"
 
 
 def test_explanations_note_each_closeness_weighted_source_in_weight_points(
     machines: Machines,
 ) -> None:
     pol = policy(machines("xeon-2s-2numa"), symmetric_affinity=True, colocate_pods=True)
-    pol.place_in(request("a", 2000, pod="p", name="a", affinity=named("b", 5)), "numa1")
-    b = pol.place(request("b", 500, qos=B, pod="p", name="b", affinity=named("a", 2)))
+    pol.place_in(request("a", 2000, pod="p", name="a", terms=named("b", 5)), "numa1")
+    b = pol.place(request("b", 500, qos=B, pod="p", name="b", terms=named("a", 2)))
     assert b.pool == "numa1" and b.score == 8
     assert (
         "rules for numa1: +2.000 cri-resource-manager affinities toward 1 placed container, "

@@ -18,13 +18,15 @@ from agent.rules import (
     NodeSelectorTerm,
     Operator,
     PodRules,
-    PodTerm,
     PreferredNodeTerm,
     Requirement,
     RuleError,
     SpreadConstraint,
+    Term,
     TermKind,
     WhenUnsatisfiable,
+    pod_selector,
+    pod_term,
 )
 
 DB = LabelSelector((("app", "db"),))
@@ -51,8 +53,8 @@ def term(
     namespaces: NamespaceScope = OWN_NAMESPACE,
     *,
     kind: TermKind = TermKind.ANTI_AFFINITY,
-) -> PodTerm:
-    return PodTerm(kind, True, 0, selector, namespaces, Level.SOCKET, "p[0]")
+) -> Term:
+    return pod_term(kind, True, 0, selector, namespaces, Level.SOCKET, "p[0]")
 
 
 @pytest.mark.parametrize(
@@ -67,9 +69,9 @@ def term(
     ],
 )
 def test_pod_term_matches_pods(
-    pod_term: PodTerm, namespace: str, labels: dict[str, str], expected: bool
+    pod_term: Term, namespace: str, labels: dict[str, str], expected: bool
 ) -> None:
-    assert pod_term.matches_pod("shop", namespace, labels) is expected
+    assert pod_selector(pod_term).matches_pod("shop", namespace, labels) is expected
 
 
 @pytest.mark.parametrize(
@@ -82,12 +84,12 @@ def test_pod_term_matches_pods(
         (term(None, NamespaceScope(all_namespaces=True)), False),
     ],
 )
-def test_selects_every_pod_only_for_both_empty_selectors(pod_term: PodTerm, expected: bool) -> None:
-    assert pod_term.selects_every_pod is expected
+def test_selects_every_pod_only_for_both_empty_selectors(pod_term: Term, expected: bool) -> None:
+    assert pod_selector(pod_term).selects_every_pod is expected
 
 
 def test_pod_term_describes_itself() -> None:
-    preferred = PodTerm(
+    preferred = pod_term(
         TermKind.AFFINITY, False, 50, DB, NamespaceScope(frozenset({"shop"})), Level.NUMA, "x"
     )
     assert preferred.describe() == (
@@ -157,7 +159,7 @@ def test_spread_counts_pods_of_the_own_namespace(
 
 def test_pod_rules_filters_terms() -> None:
     a = term(DB, kind=TermKind.AFFINITY)
-    b = PodTerm(TermKind.ANTI_AFFINITY, False, 5, DB, OWN_NAMESPACE, Level.CORE, "x")
+    b = pod_term(TermKind.ANTI_AFFINITY, False, 5, DB, OWN_NAMESPACE, Level.CORE, "x")
     rules = PodRules((a, b))
     assert rules.terms(TermKind.AFFINITY) == (a,)
     assert rules.terms(required=False) == (b,)

@@ -21,14 +21,15 @@ from agent.rules import (
     NodeSelectorTerm,
     Operator,
     PodRules,
-    PodTerm,
     PreferredNodeTerm,
     Requirement,
     RuleError,
     SpreadConstraint,
+    Term,
     TermKind,
     WhenUnsatisfiable,
     parse_pod_rules,
+    pod_term,
 )
 
 AFF = ANNOTATION_AFFINITY
@@ -51,8 +52,8 @@ def expr(key: str, op: Operator, *values: str) -> Requirement:
     return Requirement(key, op, frozenset(values), bound)
 
 
-def anti(path: str, selector: LabelSelector | None, level: Level, **kw: object) -> PodTerm:
-    return PodTerm(
+def anti(path: str, selector: LabelSelector | None, level: Level, **kw: object) -> Term:
+    return pod_term(
         kind=TermKind.ANTI_AFFINITY,
         required=bool(kw.get("required", True)),
         weight=int(kw.get("weight", 0)),  # type: ignore[call-overload]
@@ -63,8 +64,8 @@ def anti(path: str, selector: LabelSelector | None, level: Level, **kw: object) 
     )
 
 
-def affinity(path: str, selector: LabelSelector | None, level: Level, **kw: object) -> PodTerm:
-    return PodTerm(
+def affinity(path: str, selector: LabelSelector | None, level: Level, **kw: object) -> Term:
+    return pod_term(
         kind=TermKind.AFFINITY,
         required=bool(kw.get("required", True)),
         weight=int(kw.get("weight", 0)),  # type: ignore[call-overload]

@@ -21,14 +21,15 @@ from agent.rules import (
     NodeSelectorTerm,
     Operator,
     PodRules,
-    PodTerm,
     PreferredNodeTerm,
     Requirement,
     RuleError,
     SpreadConstraint,
+    Term,
     TermKind,
     WhenUnsatisfiable,
     parse_pod_rules,
+    pod_term,
 )
 from agent.rules.selector import LABEL_OPERATORS, NODE_OPERATORS
 from tests.affinity.test_properties import YAMLISH
@@ -179,7 +180,7 @@ def selector_data(s: LabelSelector) -> dict[str, Any]:
 @st.composite
 def affinities(draw: st.DrawFn) -> tuple[dict[str, Any], PodRules]:
     data: dict[str, Any] = {}
-    terms: list[PodTerm] = []
+    terms: list[Term] = []
     for part, kind in (
         ("podAffinity", TermKind.AFFINITY),
         ("podAntiAffinity", TermKind.ANTI_AFFINITY),
@@ -207,7 +208,7 @@ def affinities(draw: st.DrawFn) -> tuple[dict[str, Any], PodRules]:
                     term = {"weight": weight, "podAffinityTerm": term}
                     path += ".podAffinityTerm"
                 items.append(term)
-                terms.append(PodTerm(kind, field == REQ, weight, selector, scope, level, path))
+                terms.append(pod_term(kind, field == REQ, weight, selector, scope, level, path))
             if items:
                 body[field] = items
         if body:

@@ -1,53 +1,60 @@
-"""A pod's rules against what is placed: which CPUs a new container may occupy, and
-what each candidate place scores.
+"""The one evaluator: a container's terms and its pod's rules against what is placed.
 
-Everything is computed once per decision, as CPU masks over the machine's
-domains (domains.py), from the placed pods (occupancy.py):
+Once per decision it turns every rule that can concern the container into values
+the chooser ranks places with (rulings.py), reading the occupancy index
+(occupancy.py) for the containers each term selects:
 
-- every required rule becomes a mask of the CPUs a place may touch (a domain is
-  in or out as a whole), plus, for required affinity, "within one domain";
-- every preferred rule becomes a mask and a weight a place earns by lying inside
-  it (and, for affinity, within one domain);
-- spread constraints keep their per-domain counts, so a place's skew is a max
-  over the domains it touches.
+- its own terms, whichever annotation wrote them, and the colocate options
+  (which are terms by closeness the configuration gives every container);
+- the terms of placed pods and containers that select it (Kubernetes' always,
+  cri-resource-manager's with `symmetric_affinity`);
+- its pod's node affinity and spread constraints, and the domains its pod's
+  required rules chose before (`confine`).
 
-A place is the CPUs a container would occupy: a shared container its whole pool,
-an exclusive one the CPUs picked for it. The semantics are in docs/pod-rules.md.
+A term at a level becomes a mask of CPUs (required: where a place may lie;
+preferred: where it earns or loses the weight); a term by closeness adds its
+weight, times closeness, to every pool around each container it selects. The
+semantics are in docs/pod-rules.md and docs/placement.md.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from agent.affinity.expression import Expression
+from agent.affinity.rule import ContainerSelector
 from agent.policy.config import PolicyConfig
 from agent.policy.domains import Domains, Topology
 from agent.policy.errors import InvalidRequest
-from agent.policy.occupancy import Occupancy, PlacedPod
+from agent.policy.occupancy import HeldTerm, Occupancy, PlacedPod
 from agent.policy.request import ContainerRequest
+from agent.policy.rulings import (
+    SCORE_DIGITS,
+    Note,
+    Preferred,
+    Pulls,
+    Required,
+    Source,
+    Spread,
+)
 from agent.rules import (
     ANNOTATION_AFFINITY,
     ANNOTATION_SPREAD,
     Level,
     NodeAffinity,
-    PodTerm,
+    PodSelector,
     SpreadConstraint,
-    TermKind,
     core_problems,
+    pod_selector,
     reach_problems,
     selectable_labels,
 )
+from agent.terms.operator import Operator
+from agent.terms.term import CLOSENESS, Term, TermKind
 
 REQUIRED_NODE_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
-LEVEL_WORDS = {
-    Level.CORE: "core",
-    Level.L3: "L3 group",
-    Level.NUMA: "NUMA node",
-    Level.DIE: "die",
-    Level.SOCKET: "socket",
-    Level.HOST: "machine",
-}
 
 # The rule a pod's later containers, re-created containers and resizes keep.
 POD_PLACE_RULE = "the pod's place"
@@ -56,88 +63,52 @@ POD_PLACE_RULE = "the pod's place"
 # weight (Kubernetes' hardPodAffinityWeight, whose default is 1).
 HARD_AFFINITY_WEIGHT = 1
 
-
-@dataclass(frozen=True, slots=True)
-class Required:
-    """A rule a place must satisfy: lie inside `allowed` (and within one domain of
-    `single`, when set). `why` says, for a refusal, why places fail it."""
-
-    rule: str  # "numa-agent.io/affinity: podAntiAffinity....[0] (required anti-affinity at ...)"
-    allowed: int
-    single: Level | None
-    why: Callable[[], str]
-
-    def fails(self, cpus: int, topology: Topology) -> bool:
-        if cpus & ~self.allowed:
-            return True
-        return self.single is not None and topology[self.single].single(cpus) is None
+COLOCATE_PODS = "colocate_pods"
+COLOCATE_NAMESPACES = "colocate_namespaces"
+_EVERY = Expression("", Operator.ALWAYS_TRUE)
 
 
-@dataclass(frozen=True, slots=True)
-class Preferred:
-    """A preference: an affinity earns a place `weight` when the place lies inside
-    `mask` and within one domain of `single`; an anti-affinity costs it `weight`
-    when the place touches `mask` (the same ranking as earning the weight where it
-    holds, but an empty machine scores 0, and only places it concerns are noted)."""
-
-    rule: str
-    weight: int
-    mask: int
-    single: Level | None
-    anti: bool = False
-    owner: str = ""  # a placed pod's key when it is that pod's term (symmetry)
-    term: PodTerm | None = None  # ... and the term, for `rule` built only when shown
-    others: int = 0  # placed pods besides `owner` whose like terms are summed in here
-
-    @property
-    def text(self) -> str:
-        if self.term is None:
-            return self.rule
-        term = self.term
-        owner = (
-            f"pod {self.owner}'s"
-            if not self.others
-            else (f"pods {self.owner} and {self.others} more with like terms:")
-        )
-        return f"{owner} {ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {term.level})"
-
-    def score(self, cpus: int, topology: Topology) -> int:
-        if self.anti:
-            return -self.weight if cpus & self.mask else 0
-        if cpus & ~self.mask:
-            return 0
-        if self.single is not None and topology[self.single].single(cpus) is None:
-            return 0
-        return self.weight
+def colocate_terms(config: PolicyConfig, namespace: str) -> tuple[Term, ...]:
+    """The colocate options as the terms by closeness they give every container:
+    `colocate_weight` towards each container of its pod, or of its namespace."""
+    out = []
+    if config.colocate_pods:
+        out.append(_colocate(COLOCATE_PODS, None, config.colocate_weight))
+    if config.colocate_namespaces:
+        out.append(_colocate(COLOCATE_NAMESPACES, namespace, config.colocate_weight))
+    return tuple(out)
 
 
-class Note(NamedTuple):
-    """What a preference gave a place; its text is built only if an explanation shows it.
-    (A tuple: one is made per preference and candidate, so it must be cheap.)"""
-
-    got: int
-    pref: Preferred
-
-    def __str__(self) -> str:
-        return f"{self.got:+d} {self.pref.text}"
+@functools.lru_cache(maxsize=256)
+def _colocate(option: str, namespace: str | None, weight: int) -> Term:
+    scope = None if namespace is None else Expression("namespace", Operator.EQUALS, (namespace,))
+    selector = ContainerSelector(_EVERY, scope)
+    return Term(TermKind.AFFINITY, False, weight, selector, CLOSENESS, option, option)
 
 
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """A ScheduleAnyway constraint: its counts per domain, ready for a skew."""
+def _dot(close: Sequence[Sequence[float]], weights: Sequence[tuple[int, float]]) -> list[float]:
+    """Every pool's closeness-weighted sum of `weights` (partner pool, weight)."""
+    return [round(sum(w * row[q] for q, w in weights), SCORE_DIGITS) for row in close]
 
-    constraint: SpreadConstraint
-    counts: tuple[int, ...]  # matching pods per domain of the level
-    mine: int  # CPUs of the domains where the pod itself is counted already
-    counts_self: bool  # the pod matches its own selector (the KEP's selfMatch)
 
-    def added(self, mask: int) -> int:
-        """What placing the pod in the domain `mask` adds to that domain's count."""
-        return 1 if self.counts_self and not mask & self.mine else 0
+def _add(partners: dict[str, list[Any]], key: str, home: int, weight: int) -> None:
+    found = partners.get(key)
+    if found is None:
+        partners[key] = [home, weight]
+    else:
+        found[1] += weight
+
+
+def _source(term: Term, own: bool) -> Source:
+    if term.source == COLOCATE_PODS:
+        return Source.COLOCATE_PODS
+    if term.source == COLOCATE_NAMESPACES:
+        return Source.COLOCATE_NAMESPACES
+    return Source.AFFINITY if own else Source.SYMMETRIC
 
 
 class Evaluation:
-    """One container's rules, evaluated against the placed pods."""
+    """One container's rules, evaluated against the placed pods and containers."""
 
     def __init__(
         self,
@@ -147,20 +118,24 @@ class Evaluation:
         config: PolicyConfig,
         numa: Mapping[int, tuple[int, Mapping[str, str]]],
         reserved: int,
+        close: Sequence[Sequence[float]],
         *,
         exclusive: bool = True,
         confine: int | None = None,
     ) -> None:
-        """`confine` is None for a pod's first container; for its later containers,
-        its re-created ones and resizes it is the CPUs of the domains the pod's
-        required rules chose then: the place must stay inside them, and required
-        rules are not checked again (docs/pod-rules.md, "The pod is the unit")."""
+        """`close` is the pool x pool closeness table. `confine` is None for a pod's
+        first container; for its later containers, its re-created ones and resizes
+        it is the CPUs of the domains the pod's required rules chose then: the
+        place must stay inside them, and required rules are not checked again
+        (docs/pod-rules.md, "The pod is the unit")."""
         self.topology = topology
         self.required: list[Required] = []
         self.preferred: list[Preferred] = []
         self.spread: list[Spread] = []
+        self.pulls: Pulls | None = None
         container = request.container
         pod = container.pod
+        self._container = container
         self._uid = pod.uid
         self._namespace = pod.namespace
         self._labels = selectable_labels(pod.labels)
@@ -169,6 +144,9 @@ class Evaluation:
         online = topology[Level.HOST].masks[0]
         self._online = online
         self._placed = confine is not None
+        # Terms by closeness, per source: partner container -> [its home pool, the
+        # summed weight of the terms between the two].
+        self._partners: dict[Source, dict[str, list[Any]]] = {}
         rules = request.rules
         problems = reach_problems(rules, pod.namespace, config.exclusive_domain_namespaces)
         if not exclusive:
@@ -177,52 +155,64 @@ class Evaluation:
             raise InvalidRequest("; ".join(problems))
         system = pod.namespace in config.system_namespaces
         node_allowed = self._node_affinity(rules.node_affinity, numa)
-        for term in rules.pod_terms:
-            self._own_term(term, system)
-        self._symmetric(system)
+        for term in (*rules.pod_terms, *request.terms, *colocate_terms(config, pod.namespace)):
+            if term.level is None:
+                self._own_pull(term)
+            else:
+                self._own_term(term, term.level, system)
+        self._theirs(system)
         for constraint in rules.spread:
             self._spread(constraint, node_allowed & ~reserved if reserved else node_allowed)
         if confine is not None and confine & online != online:
-            where = {level: topology[level].describe(confine) for level in (Level.NUMA,)}
+            where = topology[Level.NUMA].describe(confine)
 
-            def why(where: str = where[Level.NUMA]) -> str:
+            def why(where: str = where) -> str:
                 return (
                     f"the pod's required rules chose its domains when its first container "
                     f"was placed (within {where}), and they have no room for this"
                 )
 
             self.required.append(Required(POD_PLACE_RULE, confine, None, why))
+        self.pulls = self._sum_pulls(close)
 
     @property
     def empty(self) -> bool:
-        return not self.required and not self.preferred and not self.spread
+        return not self.required and not self.preferred and not self.spread and not self.pulls
+
+    def pull(self, pool: int) -> float:
+        """The score by closeness of a place in `pool`."""
+        return self.pulls.total[pool] if self.pulls is not None else 0.0
 
     # -- building -------------------------------------------------------------
 
-    def _matching(self, term: PodTerm, *, skip_own: bool, skip_system: bool) -> list[PlacedPod]:
-        if term.selector is None:
-            return []
+    def _pods(self, term: Term, *, skip_own: bool, skip_system: bool) -> list[PlacedPod]:
         out = []
-        for placed in self._occupancy.selected(term.selector):
+        for placed in self._occupancy.selected_pods(term.selector, self._container):
             if skip_own and placed.uid == self._uid:
                 continue
             if skip_system and placed.namespace in self._config.system_namespaces:
                 continue
-            if term.namespaces.matches(self._namespace, placed.namespace):
-                out.append(placed)
+            out.append(placed)
         return out
 
-    def _own_term(self, term: PodTerm, system: bool) -> None:
-        level = term.level
+    def _own_pull(self, term: Term) -> None:
+        """A term by closeness: its weight towards (or away from) the home pool of
+        every placed container it selects."""
+        partners = self._partners.setdefault(_source(term, own=True), {})
+        for placed in self._occupancy.selected(term.selector, self._container):
+            if placed.home >= 0:  # a reserved container lives in no pool
+                _add(partners, placed.key, placed.home, term.signed)
+
+    def _own_term(self, term: Term, level: Level, system: bool) -> None:
         domains = self.topology[level]
-        rule = f"{ANNOTATION_AFFINITY}: {term.path} ({_kind(term)} at {level})"
+        rule = f"{term.source}: {term.path} ({term.strength()} at {level})"
         if term.required and self._placed:
             return  # decided when the pod's first container was placed
-        if term.kind is TermKind.ANTI_AFFINITY:
+        if term.anti:
             if term.required and system:
                 return  # daemons are invisible to required anti-affinity, both ways
             # A pod never repels itself.
-            pods = self._matching(term, skip_own=True, skip_system=term.required)
+            pods = self._pods(term, skip_own=True, skip_system=term.required)
             forbidden = 0
             for placed in pods:
                 forbidden |= domains.expand(placed.occupied)
@@ -234,53 +224,55 @@ class Evaluation:
                 self.preferred.append(Preferred(rule, term.weight, forbidden, None, anti=True))
             return
         # Affinity: the pod's own containers placed already count.
-        pods = self._matching(term, skip_own=False, skip_system=False)
+        pods = self._pods(term, skip_own=False, skip_system=False)
         good = 0
         for placed in pods:
             good |= domains.expand(placed.occupied)
         if term.required:
-            if not pods and term.matches_pod(self._namespace, self._namespace, self._labels):
+            if not pods and term.selector.selects(self._container, self._container, self._labels):
                 return  # the first pod of its kind: the term holds anywhere
             self.required.append(Required(rule, good, level, _affinity_why(term, pods, domains)))
         elif good:
             self.preferred.append(Preferred(rule, term.weight, good, level))
 
-    def _symmetric(self, system: bool) -> None:
-        """Placed pods' terms that select this pod count for it too. Required
-        anti-affinity terms alike (same place in their pods' annotations, level and
-        selector, as replicas of one workload have) keep out of their pods' domains
-        together, as one rule naming all of them."""
+    def _theirs(self, system: bool) -> None:
+        """Placed pods' and containers' terms that select this container count for it
+        too. Required anti-affinity terms alike (same place in their pods'
+        annotations, level and selector, as replicas of one workload have) keep out
+        of their pods' domains together, as one rule naming all of them."""
         keep_out: dict[tuple[str, Level, str], list[PlacedPod]] = {}
         like: dict[tuple[bool, Level | None, int], list[Any]] = {}
-        for placed, term in self._occupancy.terms_about(self._labels):
+        for held in self._occupancy.terms_about(self._container):
+            term, placed = held.term, held.pod
+            level = term.level
+            if level is None:
+                self._their_pull(held)
+                continue
             if placed.uid == self._uid:
                 continue  # a pod's own terms are its own rules
-            if not term.namespaces.matches(placed.namespace, self._namespace):
-                continue
-            domains = self.topology[term.level]
+            domains = self.topology[level]
             theirs = domains.expand(placed.occupied)
-            if term.kind is TermKind.ANTI_AFFINITY and term.required:
+            if term.anti and term.required:
                 if self._placed:
                     continue  # decided when the pod's first container was placed
                 if system or placed.namespace in self._config.system_namespaces:
                     continue  # daemons: invisible both ways
-                selector = term.selector.describe() if term.selector is not None else ""
-                keep_out.setdefault((term.path, term.level, selector), []).append(placed)
+                selector = _matching(term)
+                keep_out.setdefault((term.path, level, selector), []).append(placed)
                 continue
             # Like terms of many pods over the same domains are summed into one
             # preference: a decision costs the distinct places, not the pods.
-            anti = term.kind is TermKind.ANTI_AFFINITY
-            weight = HARD_AFFINITY_WEIGHT if term.required and not anti else term.weight
-            group = (anti, None if anti else term.level, theirs)
+            weight = HARD_AFFINITY_WEIGHT if term.required and not term.anti else term.weight
+            group = (term.anti, None if term.anti else level, theirs)
             found = like.get(group)
             if found is None:
                 like[group] = [weight, placed.key, term, 0]
             else:
                 found[0] += weight
                 found[3] += 1
-        for (anti, level, theirs), (weight, owner, first, others) in like.items():
+        for (anti, single, theirs), (weight, owner, first, others) in like.items():
             # The rule's text is built only if a note shows it (symmetry makes many).
-            self.preferred.append(Preferred("", weight, theirs, level, anti, owner, first, others))
+            self.preferred.append(Preferred("", weight, theirs, single, anti, owner, first, others))
         for (path, level, selector), pods in keep_out.items():
             domains = self.topology[level]
             theirs = 0
@@ -295,6 +287,41 @@ class Evaluation:
             )
             why = _symmetric_why(selector, theirs, domains)
             self.required.append(Required(rule, self._online & ~theirs, None, why))
+
+    def _their_pull(self, held: HeldTerm) -> None:
+        """A placed container's term by closeness selecting this one: its weight
+        counts from that container's home pool (symmetric_affinity)."""
+        partners = self._partners.setdefault(_source(held.term, own=False), {})
+        if held.container is not None:
+            homes = [(held.container.key, held.container.home)]
+        else:  # a pod-wide term: from each of the pod's containers
+            homes = [(c.key, c.home) for c in self._occupancy.containers_of(held.pod)]
+        for key, home in homes:
+            if home >= 0:
+                _add(partners, key, home, held.term.signed)
+
+    def _sum_pulls(self, close: Sequence[Sequence[float]]) -> Pulls | None:
+        """Every pool's score by closeness, and each source's part for explanations;
+        None when it is zero everywhere."""
+        total: dict[int, float] = {}
+        shown: list[tuple[Source, int, dict[int, float]]] = []
+        for source in Source:  # in the order explanations show them
+            weights: dict[int, float] = {}
+            count = 0
+            for home, weight in self._partners.get(source, {}).values():
+                if weight:
+                    weights[home] = weights.get(home, 0.0) + weight
+                    total[home] = total.get(home, 0.0) + weight
+                    count += 1
+            if any(weights.values()):
+                shown.append((source, count, weights))
+        nonzero = [(q, w) for q, w in total.items() if w]
+        if not nonzero:
+            return None
+        scores = _dot(close, nonzero)
+        if len(shown) == 1:
+            return Pulls(scores, ((shown[0][0], shown[0][1], scores),))
+        return Pulls(scores, tuple((s, n, _dot(close, list(w.items()))) for s, n, w in shown))
 
     def _node_affinity(
         self, affinity: NodeAffinity | None, numa: Mapping[int, tuple[int, Mapping[str, str]]]
@@ -337,9 +364,8 @@ class Evaluation:
         domains = self.topology[constraint.level]
         counts = [0] * len(domains.masks)
         mine = 0  # where the pod itself is counted already (its other containers)
-        for placed in self._occupancy.selected(constraint.selector):
-            if not constraint.matches_pod(self._namespace, placed.namespace, placed.labels):
-                continue
+        counted = PodSelector(constraint.selector)  # pods of its own namespace
+        for placed in self._occupancy.selected_pods(counted, self._container):
             for index in domains.indices(placed.occupied):
                 counts[index] += 1
             if placed.uid == self._uid:
@@ -441,9 +467,17 @@ class Evaluation:
         return [(total, tuple(notes)) for total, notes in out]
 
 
-def _kind(term: PodTerm) -> str:
-    strength = "required" if term.required else "preferred"
-    return f"{strength} {term.kind}"
+def _matching(term: Term) -> str:
+    """What a term selects, short: `app=db` for a pod term (`nothing` without a
+    label selector), the selector's own words for any other."""
+    if term.selector.pod_wide:
+        labels = pod_selector(term).labels
+        return labels.describe() if labels is not None else "nothing"
+    return term.selector.describe()
+
+
+def _scope(term: Term) -> str:
+    return pod_selector(term).namespaces.describe() if term.selector.pod_wide else "its scope"
 
 
 def _pods(pods: Sequence[PlacedPod], domains: Domains) -> str:
@@ -452,14 +486,14 @@ def _pods(pods: Sequence[PlacedPod], domains: Domains) -> str:
     return "; ".join(shown) + more
 
 
-def _anti_why(term: PodTerm, pods: Sequence[PlacedPod], domains: Domains) -> Callable[[], str]:
-    selector = term.selector.describe() if term.selector is not None else "nothing"
+def _anti_why(term: Term, pods: Sequence[PlacedPod], domains: Domains) -> Callable[[], str]:
+    selector = _matching(term)
 
     def why() -> str:
         taken = 0
         for p in pods:
             taken |= domains.expand(p.occupied)
-        word = LEVEL_WORDS[domains.level]
+        word = domains.level.word
         if all(m & taken for m in domains.masks):
             return f"every {word} already runs a pod matching {selector} ({_pods(pods, domains)})"
         return (
@@ -470,17 +504,17 @@ def _anti_why(term: PodTerm, pods: Sequence[PlacedPod], domains: Domains) -> Cal
     return why
 
 
-def _affinity_why(term: PodTerm, pods: Sequence[PlacedPod], domains: Domains) -> Callable[[], str]:
-    selector = term.selector.describe() if term.selector is not None else "nothing"
+def _affinity_why(term: Term, pods: Sequence[PlacedPod], domains: Domains) -> Callable[[], str]:
+    selector = _matching(term)
 
     def why() -> str:
         if not pods:
             return (
-                f"no running pod matches {selector} ({term.namespaces.describe()}), and the "
+                f"no running pod matches {selector} ({_scope(term)}), and the "
                 "pod itself does not match it (so it is not the first of its kind)"
             )
         return (
-            f"no place with room lies within one {LEVEL_WORDS[term.level]} running a pod "
+            f"no place with room lies within one {domains.level.word} running a pod "
             f"matching {selector} ({_pods(pods, domains)})"
         )
 
@@ -491,7 +525,7 @@ def _symmetric_why(selector: str, theirs: int, domains: Domains) -> Callable[[],
     def why() -> str:
         return (
             f"it keeps pods matching {selector} out of {domains.describe(theirs)}, "
-            f"and no other {LEVEL_WORDS[domains.level]} has room"
+            f"and no other {domains.level.word} has room"
         )
 
     return why
