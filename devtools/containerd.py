@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.node.kernel import PROC, read_allowed
 from agent.node.runtime_access import pid_from_info
 from devtools.criclient import CRIClient, CRIError
 from devtools.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
@@ -360,12 +361,15 @@ class ProcStatus:
     mems_allowed: str
 
 
-def read_proc_status(pid: int, proc: Path = Path("/proc")) -> ProcStatus:
-    fields: dict[str, str] = {}
-    for line in (proc / str(pid) / "status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return ProcStatus(pid, fields["Cpus_allowed_list"], fields["Mems_allowed_list"])
+def read_proc_status(pid: int, proc: Path = PROC) -> ProcStatus:
+    """The agent's own reading (agent.node.kernel), in the kernel's list form; an
+    error naming the file when it cannot be read."""
+    allowed = read_allowed(pid, proc)
+    if allowed is None:
+        raise ContainerdError(
+            f"cannot read Cpus_allowed_list and Mems_allowed_list from {proc / str(pid) / 'status'}"
+        )
+    return ProcStatus(pid, str(allowed.cpus), str(allowed.mems))
 
 
 def pid_from_status(status: cri_pb2.ContainerStatusResponse) -> int:

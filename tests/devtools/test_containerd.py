@@ -147,6 +147,15 @@ def test_read_proc_status(tmp_path: Path) -> None:
     assert (status.pid, status.cpus_allowed, status.mems_allowed) == (42, "1", "0")
 
 
+def test_an_unreadable_proc_status_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "status").write_text("Name:\tsleep\n")
+    with pytest.raises(ContainerdError, match=f"{tmp_path}/7/status"):
+        read_proc_status(7, proc=tmp_path)
+    with pytest.raises(ContainerdError, match=f"{tmp_path}/8/status"):
+        read_proc_status(8, proc=tmp_path)
+
+
 def status_response(info: dict[str, str]) -> cri_pb2.ContainerStatusResponse:
     return cri_pb2.ContainerStatusResponse(status=cri_pb2.ContainerStatus(id="c1"), info=info)
 
