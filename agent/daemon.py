@@ -27,6 +27,7 @@ from agent.labels.feature_file import LABEL_KEYS, FeatureFile
 from agent.logs import setup_logging
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import legacy_fingerprint, machine_fingerprint
+from agent.node.methods import VERSION
 from agent.node.reconcile import Reconciler
 from agent.node.runtime_access import GrpcRuntimeAccess, RuntimeAccess
 from agent.nri.plugin import NriPlugin
@@ -50,7 +51,6 @@ from topology.tree import Machine
 log = logging.getLogger(__name__)
 
 RUNTIME_WAIT_S = 30.0
-VERSION = "/runtime.v1.RuntimeService/Version"
 STOP_GRACE_S = 10.0
 SIGNAL_POLL_S = 0.1
 

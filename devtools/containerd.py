@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.node.kernel import PROC, read_allowed
 from agent.node.runtime_access import pid_from_info
 from devtools.criclient import CRIClient, CRIError
 from devtools.oci_image import BUSYBOX_IMAGE, ImageBuildError, build_busybox_image, find_busybox
@@ -122,152 +123,196 @@ class ContainerdPaths:
         return self.base / "nri-plugins"  # none: keeps the host's /opt/nri/plugins out
 
 
+# A config table: its header and its lines, both templates over `_config_values`.
+_Table = tuple[str, tuple[str, ...]]
+
+# What both CRI plugins need on this VM, whichever table holds it.
+_CRI_SANDBOX_LINES = (
+    "restrict_oom_score_adj = true",
+    "disable_apparmor = true",
+    "enable_selinux = false",
+)
+_STREAM_SERVER_LINES = ('stream_server_address = "127.0.0.1"', 'stream_server_port = "0"')
+_NRI = "plugins.'io.containerd.nri.v1.nri'"
+
+
+@dataclass(frozen=True, slots=True)
+class _ConfigDialect:
+    """What differs between containerd 1.6's config (version 2) and containerd 2's
+    (version 3) for the same private instance; `render_config` writes the rest once.
+    Lines are templates over `_config_values` ({q}: the quote around plugin names)."""
+
+    version: int
+    quote: str
+    head_comment: tuple[str, ...]  # above disabled_plugins
+    disabled_plugins: tuple[str, ...]
+    runtime_plugin: str  # the CRI plugin part that holds the runtimes and CNI
+    runtime_lines: tuple[str, ...]
+    containerd_lines: tuple[str, ...]
+    runc_option_lines: tuple[str, ...]
+    cni_lines: tuple[str, ...]
+    before_runtime: tuple[_Table, ...] = ()
+    after_runtime: tuple[_Table, ...] = ()
+
+
+_CONTAINERD_1_6 = _ConfigDialect(
+    version=2,
+    quote='"',
+    head_comment=(
+        "# Ignore plugins that would reach outside the base dir or need hardware this VM lacks.",
+    ),
+    disabled_plugins=(
+        "io.containerd.snapshotter.v1.btrfs",
+        "io.containerd.snapshotter.v1.zfs",
+        "io.containerd.snapshotter.v1.devmapper",
+        "io.containerd.snapshotter.v1.aufs",
+        "io.containerd.tracing.processor.v1.otlp",
+        "io.containerd.internal.v1.tracing",
+    ),
+    runtime_plugin="io.containerd.grpc.v1.cri",
+    runtime_lines=(
+        'sandbox_image = "{sandbox_image}"',
+        "# The VM refuses to lower oom_score_adj; without this RunPodSandbox fails with",
+        '# "failed to update /proc/self/oom_score_adj: Permission denied".',
+        *_CRI_SANDBOX_LINES,
+        *_STREAM_SERVER_LINES,
+    ),
+    containerd_lines=('snapshotter = "{snapshotter}"', 'default_runtime_name = "runc"'),
+    runc_option_lines=(
+        "SystemdCgroup = false",
+        "# runc's own state, which would default to /run/containerd/runc.",
+        'Root = "{state}/runc"',
+    ),
+    cni_lines=('conf_dir = "{cni_conf}"',),
+)
+
+_CONTAINERD_2 = _ConfigDialect(
+    version=3,
+    quote="'",
+    head_comment=(),
+    disabled_plugins=(
+        "io.containerd.snapshotter.v1.btrfs",
+        "io.containerd.snapshotter.v1.zfs",
+        "io.containerd.snapshotter.v1.devmapper",
+        "io.containerd.tracing.processor.v1.otlp",
+        "io.containerd.internal.v1.tracing",
+    ),
+    runtime_plugin="io.containerd.cri.v1.runtime",
+    runtime_lines=(
+        "# The VM refuses to lower oom_score_adj (see the version 2 config).",
+        *_CRI_SANDBOX_LINES,
+    ),
+    containerd_lines=('default_runtime_name = "runc"',),
+    runc_option_lines=("SystemdCgroup = false", 'BinaryName = "{runc}"', 'Root = "{state}/runc"'),
+    cni_lines=(
+        'conf_dir = "{cni_conf}"',
+        "# Debian's containernetworking-plugins, for pods not on the host network.",
+        'bin_dirs = ["/usr/lib/cni", "/opt/cni/bin"]',
+    ),
+    before_runtime=(
+        ("plugins.'io.containerd.cri.v1.images'", ('snapshotter = "{snapshotter}"',)),
+        ("plugins.'io.containerd.cri.v1.images'.pinned_images", ('sandbox = "{sandbox_image}"',)),
+        ("plugins.'io.containerd.cri.v1.images'.registry", ('config_path = "{registry}"',)),
+    ),
+    after_runtime=(
+        ("plugins.'io.containerd.grpc.v1.cri'", _STREAM_SERVER_LINES),
+        (
+            _NRI,
+            (
+                "disable = false",
+                'socket_path = "{nri_socket}"',
+                'plugin_path = "{nri_plugins}"',
+                'plugin_config_path = "{nri_plugins}"',
+                'plugin_registration_timeout = "5s"',
+                'plugin_request_timeout = "2s"',
+            ),
+        ),
+    ),
+)
+
+
+def _toml_strings(items: tuple[str, ...], per_line: int = 2) -> str:
+    """A TOML array of strings, `per_line` to a line (continuations indented)."""
+    rows = [
+        ", ".join(f'"{item}"' for item in items[i : i + per_line])
+        for i in range(0, len(items), per_line)
+    ]
+    return "[" + ",\n  ".join(rows) + "]"
+
+
 def render_config(
-    paths: ContainerdPaths, *, snapshotter: str = "overlayfs", sandbox_image: str = BUSYBOX_IMAGE
-) -> str:
-    """containerd 1.6 config (version 2) for a private instance with the CRI plugin."""
-    cri = '[plugins."io.containerd.grpc.v1.cri"]'
-    return f"""\
-version = 2
-root = "{paths.root}"
-state = "{paths.state}"
-# Ignore plugins that would reach outside the base dir or need hardware this VM lacks.
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "{paths.socket}"
-
-[ttrpc]
-  address = "{paths.socket}.ttrpc"
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{paths.opt}"
-
-{cri}
-  sandbox_image = "{sandbox_image}"
-  # The VM refuses to lower oom_score_adj; without this RunPodSandbox fails with
-  # "failed to update /proc/self/oom_score_adj: Permission denied".
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-
-{cri[:-1]}.containerd]
-  snapshotter = "{snapshotter}"
-  default_runtime_name = "runc"
-
-{cri[:-1]}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-{cri[:-1]}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  # runc's own state, which would default to /run/containerd/runc.
-  Root = "{paths.state}/runc"
-
-{cri[:-1]}.cni]
-  conf_dir = "{paths.cni_conf}"
-"""
-
-
-def render_config_v3(
     paths: ContainerdPaths,
-    bin_dir: Path,
     *,
+    bin_dir: Path | None = None,
     snapshotter: str = "overlayfs",
     sandbox_image: str = BUSYBOX_IMAGE,
     required_plugins: tuple[str, ...] = (),
     registry_config_path: Path | None = None,
 ) -> str:
-    """containerd 2 config (version 3) for a private instance with CRI and NRI on;
-    `required_plugins`: NRI's default validator fails creations without them."""
-    required = ", ".join(f'"{name}"' for name in required_plugins)
-    validator = (
-        f"""
-[{"plugins.'io.containerd.nri.v1.nri'"}.default_validator]
-  enable = true
-  required_plugins = [{required}]
-"""
-        if required_plugins
-        else ""
+    """The config of a private instance with the CRI plugin: containerd 1.6's
+    (version 2) when `bin_dir` is None, else that of the containerd 2 build in
+    `bin_dir` (version 3, NRI on). `required_plugins`: NRI's default validator
+    fails creations without them; `registry_config_path`: hosts.toml per registry.
+    Both are containerd 2 settings only."""
+    dialect = _CONTAINERD_1_6 if bin_dir is None else _CONTAINERD_2
+    if bin_dir is None and (required_plugins or registry_config_path is not None):
+        raise ValueError(
+            "required NRI plugins and a registry config path need containerd 2 (a bin_dir); "
+            f"got required_plugins={required_plugins!r}, "
+            f"registry_config_path={registry_config_path}"
+        )
+    values = {
+        "q": dialect.quote,
+        "version": str(dialect.version),
+        "disabled_plugins": _toml_strings(dialect.disabled_plugins),
+        "required_plugins": ", ".join(f'"{name}"' for name in required_plugins),
+        "root": str(paths.root),
+        "state": str(paths.state),
+        "socket": str(paths.socket),
+        "opt": str(paths.opt),
+        "cni_conf": str(paths.cni_conf),
+        "nri_socket": str(paths.nri_socket),
+        "nri_plugins": str(paths.nri_plugins),
+        "snapshotter": snapshotter,
+        "sandbox_image": sandbox_image,
+        "runc": str(bin_dir / "runc") if bin_dir is not None else "",
+        "registry": str(registry_config_path or ""),
+    }
+    runtime = "plugins.{q}" + dialect.runtime_plugin + "{q}"
+    tables: list[_Table] = [
+        ("grpc", ('address = "{socket}"',)),
+        ("ttrpc", ('address = "{socket}.ttrpc"',)),
+        ("debug", ('address = ""',)),
+        ("metrics", ('address = ""',)),
+        ("plugins.{q}io.containerd.internal.v1.opt{q}", ('path = "{opt}"',)),
+        *dialect.before_runtime,
+        (runtime, dialect.runtime_lines),
+        (runtime + ".containerd", dialect.containerd_lines),
+        (runtime + ".containerd.runtimes.runc", ('runtime_type = "io.containerd.runc.v2"',)),
+        (runtime + ".containerd.runtimes.runc.options", dialect.runc_option_lines),
+        (runtime + ".cni", dialect.cni_lines),
+        *dialect.after_runtime,
+    ]
+    if required_plugins:  # containerd 2 only, checked above
+        tables.append(
+            (
+                _NRI + ".default_validator",
+                ("enable = true", "required_plugins = [{required_plugins}]"),
+            )
+        )
+    head = (
+        "version = {version}",
+        'root = "{root}"',
+        'state = "{state}"',
+        *dialect.head_comment,
+        "disabled_plugins = {disabled_plugins}",
     )
-    runtime = "plugins.'io.containerd.cri.v1.runtime'"
-    images = "plugins.'io.containerd.cri.v1.images'"
-    nri = "plugins.'io.containerd.nri.v1.nri'"
-    return f"""\
-version = 3
-root = "{paths.root}"
-state = "{paths.state}"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "{paths.socket}"
-
-[ttrpc]
-  address = "{paths.socket}.ttrpc"
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins.'io.containerd.internal.v1.opt']
-  path = "{paths.opt}"
-
-[{images}]
-  snapshotter = "{snapshotter}"
-
-[{images}.pinned_images]
-  sandbox = "{sandbox_image}"
-
-[{images}.registry]
-  config_path = "{registry_config_path or ""}"
-
-[{runtime}]
-  # The VM refuses to lower oom_score_adj (see the version 2 config).
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-
-[{runtime}.containerd]
-  default_runtime_name = "runc"
-
-[{runtime}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[{runtime}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  BinaryName = "{bin_dir / "runc"}"
-  Root = "{paths.state}/runc"
-
-[{runtime}.cni]
-  conf_dir = "{paths.cni_conf}"
-  # Debian's containernetworking-plugins, for pods not on the host network.
-  bin_dirs = ["/usr/lib/cni", "/opt/cni/bin"]
-
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-
-[{nri}]
-  disable = false
-  socket_path = "{paths.nri_socket}"
-  plugin_path = "{paths.nri_plugins}"
-  plugin_config_path = "{paths.nri_plugins}"
-  plugin_registration_timeout = "5s"
-  plugin_request_timeout = "2s"
-{validator}"""
+    # Templates are filled one by one: a value's own braces are never read as a field.
+    text = "".join(template.format_map(values) + "\n" for template in head)
+    for header, lines in tables:
+        text += "\n[" + header.format_map(values) + "]\n"
+        text += "".join("  " + template.format_map(values) + "\n" for template in lines)
+    return text
 
 
 def overlay_works(scratch: Path) -> bool:
@@ -316,12 +361,15 @@ class ProcStatus:
     mems_allowed: str
 
 
-def read_proc_status(pid: int, proc: Path = Path("/proc")) -> ProcStatus:
-    fields: dict[str, str] = {}
-    for line in (proc / str(pid) / "status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return ProcStatus(pid, fields["Cpus_allowed_list"], fields["Mems_allowed_list"])
+def read_proc_status(pid: int, proc: Path = PROC) -> ProcStatus:
+    """The agent's own reading (agent.node.kernel), in the kernel's list form; an
+    error naming the file when it cannot be read."""
+    allowed = read_allowed(pid, proc)
+    if allowed is None:
+        raise ContainerdError(
+            f"cannot read Cpus_allowed_list and Mems_allowed_list from {proc / str(pid) / 'status'}"
+        )
+    return ProcStatus(pid, str(allowed.cpus), str(allowed.mems))
 
 
 def pid_from_status(status: cri_pb2.ContainerStatusResponse) -> int:
@@ -420,16 +468,13 @@ class PrivateContainerd:
         if self.snapshotter is None:
             scratch = self.paths.base / "overlay-check"
             self.snapshotter = "overlayfs" if overlay_works(scratch) else "native"
-        if self.bin_dir is None:
-            config = render_config(self.paths, snapshotter=self.snapshotter)
-        else:
-            config = render_config_v3(
-                self.paths,
-                self.bin_dir,
-                snapshotter=self.snapshotter,
-                required_plugins=self.nri_required,
-                registry_config_path=self.registry_config_path,
-            )
+        config = render_config(
+            self.paths,
+            bin_dir=self.bin_dir,
+            snapshotter=self.snapshotter,
+            required_plugins=self.nri_required,
+            registry_config_path=self.registry_config_path,
+        )
         self.paths.config.write_text(config)
         build_busybox_image(self.paths.image_tar, name=self.image)
         with self.paths.log.open("ab") as log:

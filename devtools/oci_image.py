@@ -1,7 +1,9 @@
 """An offline OCI image holding the host's static busybox, built without docker or a registry.
 
 Owns the image layout (oci-layout, index.json, manifest, config, one plain tar layer) that
-the end-to-end tests and `make demo` import into containerd as app and sandbox image.
+the end-to-end tests and `make demo` import into containerd as app and sandbox image, and
+the one builder of a busybox image's layer, config and manifest, which the local registry
+(registry.py) serves too.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import io
 import json
 import platform
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -112,22 +115,31 @@ def _json(obj: object) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def image_layout(
-    busybox: bytes,
+def layer_blob(busybox: bytes, applets: tuple[str, ...] = APPLETS) -> Blob:
+    """The image's one layer (`layer_tar`) as a blob."""
+    return Blob(_MEDIA_LAYER, layer_tar(busybox, applets))
+
+
+def image_blobs(
+    layer: Blob,
     *,
-    name: str = BUSYBOX_IMAGE,
     cmd: tuple[str, ...] = DEFAULT_CMD,
     arch: str | None = None,
-) -> dict[str, bytes]:
-    """Every file of the OCI image layout, by path inside the layout."""
-    layer = Blob(_MEDIA_LAYER, layer_tar(busybox))
+    labels: Mapping[str, str] | None = None,
+) -> tuple[Blob, Blob]:
+    """The manifest and config of a linux image of one uncompressed `layer` that runs
+    `cmd`; `labels` go into the config (none: no Labels key, so the digest of an image
+    without labels does not depend on this option)."""
+    run: dict[str, object] = {"Cmd": list(cmd), "Env": ["PATH=/bin"], "WorkingDir": "/"}
+    if labels is not None:
+        run["Labels"] = dict(labels)
     config = Blob(
         _MEDIA_CONFIG,
         _json(
             {
                 "architecture": arch or go_arch(),
                 "os": "linux",
-                "config": {"Cmd": list(cmd), "Env": ["PATH=/bin"], "WorkingDir": "/"},
+                "config": run,
                 # An uncompressed layer's diff_id is its own digest.
                 "rootfs": {"type": "layers", "diff_ids": [layer.digest]},
             }
@@ -144,6 +156,19 @@ def image_layout(
             }
         ),
     )
+    return manifest, config
+
+
+def image_layout(
+    busybox: bytes,
+    *,
+    name: str = BUSYBOX_IMAGE,
+    cmd: tuple[str, ...] = DEFAULT_CMD,
+    arch: str | None = None,
+) -> dict[str, bytes]:
+    """Every file of the OCI image layout, by path inside the layout."""
+    layer = layer_blob(busybox)
+    manifest, config = image_blobs(layer, cmd=cmd, arch=arch)
     tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
     index = {
         "schemaVersion": 2,

@@ -13,14 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from devtools.oci_image import (
-    _MEDIA_MANIFEST,
-    Blob,
-    _json,
-    find_busybox,
-    go_arch,
-    layer_tar,
-)
+from devtools.oci_image import Blob, find_busybox, image_blobs, layer_blob
 
 _MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/]+)$")
 _BLOB = re.compile(r"^/v2/(.+)/blobs/(sha256:[0-9a-f]{64})$")
@@ -31,41 +24,14 @@ def busybox_layer() -> Blob:
     binary = find_busybox()
     listed = subprocess.run([str(binary), "--list"], capture_output=True, text=True, check=True)
     applets = tuple(sorted(set(listed.stdout.split()) - {"busybox"}))
-    return Blob("application/vnd.oci.image.layer.v1.tar", layer_tar(binary.read_bytes(), applets))
+    return layer_blob(binary.read_bytes(), applets)
 
 
 def image_for(name: str, layer: Blob) -> tuple[Blob, Blob]:
     """The manifest and config of repository `name`: one layer shared by all, and a
     config naming the repository, so each name is its own image (its own digest), as
     a real registry's images are."""
-    config = Blob(
-        "application/vnd.oci.image.config.v1+json",
-        _json(
-            {
-                "architecture": go_arch(),
-                "os": "linux",
-                "config": {
-                    "Cmd": ["/bin/sh"],
-                    "Env": ["PATH=/bin"],
-                    "WorkingDir": "/",
-                    "Labels": {"repository": name},
-                },
-                "rootfs": {"type": "layers", "diff_ids": [layer.digest]},
-            }
-        ),
-    )
-    manifest = Blob(
-        _MEDIA_MANIFEST,
-        _json(
-            {
-                "schemaVersion": 2,
-                "mediaType": _MEDIA_MANIFEST,
-                "config": config.descriptor(),
-                "layers": [layer.descriptor()],
-            }
-        ),
-    )
-    return manifest, config
+    return image_blobs(layer, cmd=("/bin/sh",), labels={"repository": name})
 
 
 class LocalRegistry:

@@ -235,86 +235,60 @@ def _describe(c: Container) -> str:
     )
 
 
+def _box(cls: str, box_id: str, heading: str, pool: Pool | None, inside: list[str]) -> list[str]:
+    """One level's box (socket, die, NUMA node, L3 group): its heading, its pool's
+    capacity, what it holds, then the shared containers of its pool."""
+    id_attr = f' id="{box_id}"' if box_id else ""
+    out = [f'<section class="box {cls}"{id_attr}{_pool_attr(pool)}>', heading]
+    if pool is not None:
+        out.append(_capacity(pool))
+    out.extend(inside)
+    if pool is not None:
+        out.extend(_chips(pool.shared, "ctrs"))
+    out.append("</section>")
+    return out
+
+
+def _kids(boxes: Iterable[list[str]]) -> list[str]:
+    return ['<div class="kids">', *(line for box in boxes for line in box), "</div>"]
+
+
 def _socket(socket: Socket) -> list[str]:
-    out = [
-        '<div class="row">',
-        f'<section class="box socket" id="socket{socket.id}"{_pool_attr(socket.pool)}>',
-    ]
-    out.append(_heading("h2", f"socket {socket.id}", f"CPUs {socket.cpus}", socket.pool))
-    if socket.pool is not None:
-        out.append(_capacity(socket.pool))
-    out.append('<div class="kids">')
     where = f"socket {socket.id}"
     if len(socket.dies) > 1:
-        for die in socket.dies:
-            out.extend(_die(die, where))
+        kids = _kids(_die(die, where) for die in socket.dies)
     else:
-        for die in socket.dies:
-            for node in die.numa_nodes:
-                out.extend(_node(node, where))
-    out.append("</div>")
-    if socket.pool is not None:
-        out.extend(_chips(socket.pool.shared, "ctrs"))
-    out.append("</section>")
-    out.extend(_memory_node(m) for m in socket.memory_nodes)
-    out.append("</div>")
-    return out
+        kids = _kids(_node(node, where) for die in socket.dies for node in die.numa_nodes)
+    heading = _heading("h2", f"socket {socket.id}", f"CPUs {socket.cpus}", socket.pool)
+    return [
+        '<div class="row">',
+        *_box("socket", f"socket{socket.id}", heading, socket.pool, kids),
+        *(_memory_node(m) for m in socket.memory_nodes),
+        "</div>",
+    ]
 
 
 def _die(die: Die, where: str) -> list[str]:
     where = f"die {die.id} · {where}"
-    out = [
-        f'<section class="box die"{_pool_attr(die.pool)}>',
-        _heading("h3", f"die {die.id}", f"CPUs {die.cpus}", die.pool),
-    ]
-    if die.pool is not None:
-        out.append(_capacity(die.pool))
-    out.append('<div class="kids">')
-    for node in die.numa_nodes:
-        out.extend(_node(node, where))
-    out.append("</div>")
-    if die.pool is not None:
-        out.extend(_chips(die.pool.shared, "ctrs"))
-    out.append("</section>")
-    return out
+    heading = _heading("h3", f"die {die.id}", f"CPUs {die.cpus}", die.pool)
+    return _box("die", "", heading, die.pool, _kids(_node(node, where) for node in die.numa_nodes))
 
 
 def _node(node: NumaNode, where: str) -> list[str]:
     where = f"NUMA {node.id} · {where}"
     detail = f"CPUs {node.cpus} · {format_bytes(node.memory_bytes)}"
-    out = [
-        f'<section class="box numa" id="numa{node.id}"{_pool_attr(node.pool)}>',
-        _heading("h3", f"NUMA {node.id}", detail, node.pool),
-    ]
-    if node.pool is not None:
-        out.append(_capacity(node.pool))
     if len(node.l3_groups) > 1:
-        out.append('<div class="kids">')
-        for group in node.l3_groups:
-            out.extend(_l3(group, where))
-        out.append("</div>")
+        inside = _kids(_l3(group, where) for group in node.l3_groups)
     else:
-        for group in node.l3_groups:
-            out.extend(_cores(group.cores, where))
-    if node.pool is not None:
-        out.extend(_chips(node.pool.shared, "ctrs"))
-    out.append("</section>")
-    return out
+        inside = [line for group in node.l3_groups for line in _cores(group.cores, where)]
+    heading = _heading("h3", f"NUMA {node.id}", detail, node.pool)
+    return _box("numa", f"numa{node.id}", heading, node.pool, inside)
 
 
 def _l3(group: L3Group, where: str) -> list[str]:
     where = f"L3 group {group.id} · {where}"
-    out = [
-        f'<section class="box l3"{_pool_attr(group.pool)}>',
-        _heading("h3", "L3 group", f"CPUs {group.cpus}", group.pool),
-    ]
-    if group.pool is not None:
-        out.append(_capacity(group.pool))
-    out.extend(_cores(group.cores, where))
-    if group.pool is not None:
-        out.extend(_chips(group.pool.shared, "ctrs"))
-    out.append("</section>")
-    return out
+    heading = _heading("h3", "L3 group", f"CPUs {group.cpus}", group.pool)
+    return _box("l3", "", heading, group.pool, _cores(group.cores, where))
 
 
 def _cores(cores: Sequence[Core], where: str) -> list[str]:

@@ -80,32 +80,32 @@ UNKNOWN_QOS = QoSClass.BESTEFFORT
 
 
 def pod_from_config(sandbox_id: str, config: cri_pb2.PodSandboxConfig) -> PodInfo:
-    md = config.metadata
-    parent = config.linux.cgroup_parent
-    return PodInfo(
-        uid=md.uid,
-        name=md.name,
-        namespace=md.namespace,
-        qosclass=qos_from_cgroup_parent(parent) or UNKNOWN_QOS,
-        id=sandbox_id,
-        labels=dict(config.labels),
-        annotations=read_annotations(config.annotations),
-        cgroup_parent=parent,
+    return _pod(
+        sandbox_id, config.metadata, config.labels, config.annotations, config.linux.cgroup_parent
     )
 
 
 def pod_from_sandbox(sandbox: cri_pb2.PodSandbox, cgroup_parent: str = "") -> PodInfo:
     """A pod listed by the runtime, with the cgroup parent its PodSandboxStatus
     reports ("" if none: its QoS is then estimated, see qos_of_pod)."""
-    md = sandbox.metadata
+    return _pod(sandbox.id, sandbox.metadata, sandbox.labels, sandbox.annotations, cgroup_parent)
+
+
+def _pod(
+    sandbox_id: str,
+    md: cri_pb2.PodSandboxMetadata,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    cgroup_parent: str,
+) -> PodInfo:
     return PodInfo(
         uid=md.uid,
         name=md.name,
         namespace=md.namespace,
         qosclass=qos_from_cgroup_parent(cgroup_parent) or UNKNOWN_QOS,
-        id=sandbox.id,
-        labels=dict(sandbox.labels),
-        annotations=read_annotations(sandbox.annotations),
+        id=sandbox_id,
+        labels=dict(labels),
+        annotations=read_annotations(annotations),
         cgroup_parent=cgroup_parent,
     )
 

@@ -1,4 +1,5 @@
-"""The CRI methods the node agent handles, and decoding their requests."""
+"""The CRI methods the node agent handles or calls itself (the one place their full
+names are spelled, over the relay's service prefix), and decoding their requests."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from agent.relay.hooks import HookAbort
+from agent.relay.methods import RUNTIME_SERVICE as _SERVICE
 
-_SERVICE = "/runtime.v1.RuntimeService/"
+VERSION = _SERVICE + "Version"
 RUN_POD_SANDBOX = _SERVICE + "RunPodSandbox"
 STOP_POD_SANDBOX = _SERVICE + "StopPodSandbox"
 REMOVE_POD_SANDBOX = _SERVICE + "RemovePodSandbox"
+LIST_POD_SANDBOX = _SERVICE + "ListPodSandbox"
+POD_SANDBOX_STATUS = _SERVICE + "PodSandboxStatus"
 CREATE_CONTAINER = _SERVICE + "CreateContainer"
 START_CONTAINER = _SERVICE + "StartContainer"
 STOP_CONTAINER = _SERVICE + "StopContainer"

@@ -8,18 +8,18 @@ import json
 from collections.abc import Mapping
 from typing import Protocol
 
+from agent.node.methods import (
+    CONTAINER_STATUS,
+    LIST_CONTAINERS,
+    LIST_POD_SANDBOX,
+    POD_SANDBOX_STATUS,
+    UPDATE_CONTAINER_RESOURCES,
+)
 from agent.relay.backend import Backend
 from agent.relay.endpoint import Endpoint
 from agent.runtime.inprocess import dispatch
 from agent.runtime.memory import MemoryRuntime
 from proto import cri_pb2
-
-_SERVICE = "/runtime.v1.RuntimeService/"
-LIST_POD_SANDBOX = _SERVICE + "ListPodSandbox"
-POD_SANDBOX_STATUS = _SERVICE + "PodSandboxStatus"
-LIST_CONTAINERS = _SERVICE + "ListContainers"
-CONTAINER_STATUS = _SERVICE + "ContainerStatus"
-UPDATE_CONTAINER_RESOURCES = _SERVICE + "UpdateContainerResources"
 
 
 class RuntimeAccess(Protocol):

@@ -8,6 +8,8 @@ cgroup parent (its QoS class), the container's labels, annotations and resources
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.kubelet import POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
 from proto import cri_pb2, nri_pb2
 
@@ -90,25 +92,24 @@ def sandbox(pod: nri_pb2.PodSandbox) -> cri_pb2.PodSandbox:
     )
 
 
+def _container_fields(ctr: nri_pb2.Container) -> dict[str, Any]:
+    """What a listed CRI Container and a ContainerStatus both say of `ctr`."""
+    return {
+        "id": ctr.id,
+        "metadata": cri_pb2.ContainerMetadata(name=ctr.name, attempt=attempt_of(ctr)),
+        "state": _STATES.get(ctr.state, cri_pb2.CONTAINER_UNKNOWN),
+        "created_at": ctr.created_at,
+        "labels": dict(ctr.labels),
+        "annotations": dict(ctr.annotations),
+    }
+
+
 def container(ctr: nri_pb2.Container) -> cri_pb2.Container:
-    return cri_pb2.Container(
-        id=ctr.id,
-        pod_sandbox_id=ctr.pod_sandbox_id,
-        metadata=cri_pb2.ContainerMetadata(name=ctr.name, attempt=attempt_of(ctr)),
-        state=_STATES.get(ctr.state, cri_pb2.CONTAINER_UNKNOWN),
-        created_at=ctr.created_at,
-        labels=dict(ctr.labels),
-        annotations=dict(ctr.annotations),
-    )
+    return cri_pb2.Container(pod_sandbox_id=ctr.pod_sandbox_id, **_container_fields(ctr))
 
 
 def status(ctr: nri_pb2.Container) -> cri_pb2.ContainerStatus:
     return cri_pb2.ContainerStatus(
-        id=ctr.id,
-        metadata=cri_pb2.ContainerMetadata(name=ctr.name, attempt=attempt_of(ctr)),
-        state=_STATES.get(ctr.state, cri_pb2.CONTAINER_UNKNOWN),
-        created_at=ctr.created_at,
-        labels=dict(ctr.labels),
-        annotations=dict(ctr.annotations),
+        **_container_fields(ctr),
         resources=cri_pb2.ContainerResources(linux=cri_resources(ctr.linux.resources)),
     )

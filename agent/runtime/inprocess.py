@@ -14,18 +14,17 @@ import grpc
 from agent.relay.backend import BackendError
 from agent.relay.endpoint import Endpoint
 from agent.relay.hooks import Forward
+from agent.relay.methods import IMAGE_SERVICE, RUNTIME_SERVICE
 from agent.runtime.memory import IMAGE_METHODS, RUNTIME_METHODS, CallRefused, MemoryRuntime
 from proto import cri_pb2
 
-RUNTIME_PREFIX = "/runtime.v1.RuntimeService/"
-IMAGE_PREFIX = "/runtime.v1.ImageService/"
 # What BackendError names as the runtime's endpoint when there is no socket.
 IN_PROCESS_ENDPOINT = Endpoint(Path("in-process-memory-runtime"))
 
 
 def _resolve(method: str) -> str:
     """The short rpc name ("Version") of a full CRI method name the runtime implements."""
-    for prefix, table in ((RUNTIME_PREFIX, RUNTIME_METHODS), (IMAGE_PREFIX, IMAGE_METHODS)):
+    for prefix, table in ((RUNTIME_SERVICE, RUNTIME_METHODS), (IMAGE_SERVICE, IMAGE_METHODS)):
         if method.startswith(prefix):
             rpc = method[len(prefix) :]
             if rpc in table:

@@ -75,6 +75,18 @@ class _Sandbox:
     created_at: int
     state: cri_pb2.PodSandboxState = cri_pb2.SANDBOX_READY
 
+    def fields(self) -> dict[str, Any]:
+        """What a listed PodSandbox and a PodSandboxStatus both say of it."""
+        return {
+            "id": self.id,
+            "metadata": self.config.metadata,
+            "state": self.state,
+            "created_at": self.created_at,
+            "labels": self.config.labels,
+            "annotations": self.config.annotations,
+            "runtime_handler": self.runtime_handler,
+        }
+
 
 @dataclass(slots=True)
 class _Container:
@@ -88,6 +100,19 @@ class _Container:
     finished_at: int = 0
     exit_code: int = 0
     pid: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """What a listed Container and a ContainerStatus both say of it."""
+        return {
+            "id": self.id,
+            "metadata": self.config.metadata,
+            "state": self.state,
+            "created_at": self.created_at,
+            "image": self.config.image,
+            "image_ref": self.config.image.image,
+            "labels": self.config.labels,
+            "annotations": self.config.annotations,
+        }
 
 
 def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
@@ -159,17 +184,7 @@ class MemoryRuntime:
         self._emit(ctr.id, cri_pb2.CONTAINER_STOPPED_EVENT)
 
     def _to_container(self, ctr: _Container) -> cri_pb2.Container:
-        return cri_pb2.Container(
-            id=ctr.id,
-            pod_sandbox_id=ctr.pod_id,
-            metadata=ctr.config.metadata,
-            image=ctr.config.image,
-            image_ref=ctr.config.image.image,
-            state=ctr.state,
-            created_at=ctr.created_at,
-            labels=ctr.config.labels,
-            annotations=ctr.config.annotations,
-        )
+        return cri_pb2.Container(pod_sandbox_id=ctr.pod_id, **ctr.fields())
 
     # ------------------------------------------------------------- RuntimeService
 
@@ -221,15 +236,7 @@ class MemoryRuntime:
     ) -> cri_pb2.PodSandboxStatusResponse:
         with self._lock:
             sb = self._sandbox(request.pod_sandbox_id)
-            status = cri_pb2.PodSandboxStatus(
-                id=sb.id,
-                metadata=sb.config.metadata,
-                state=sb.state,
-                created_at=sb.created_at,
-                labels=sb.config.labels,
-                annotations=sb.config.annotations,
-                runtime_handler=sb.runtime_handler,
-            )
+            status = cri_pb2.PodSandboxStatus(**sb.fields())
             # As containerd: the sandbox's config (its cgroup parent) in the verbose info.
             config = {"linux": {"cgroup_parent": sb.config.linux.cgroup_parent}}
             info = {"info": json.dumps({"config": config})} if request.verbose else {}
@@ -241,15 +248,7 @@ class MemoryRuntime:
         flt = request.filter
         with self._lock:
             items = [
-                cri_pb2.PodSandbox(
-                    id=sb.id,
-                    metadata=sb.config.metadata,
-                    state=sb.state,
-                    created_at=sb.created_at,
-                    labels=sb.config.labels,
-                    annotations=sb.config.annotations,
-                    runtime_handler=sb.runtime_handler,
-                )
+                cri_pb2.PodSandbox(**sb.fields())
                 for sb in self._sandboxes.values()
                 if (not flt.id or sb.id.startswith(flt.id))
                 and (not flt.HasField("state") or sb.state == flt.state.state)
@@ -330,17 +329,10 @@ class MemoryRuntime:
         with self._lock:
             ctr = self._container(request.container_id)
             status = cri_pb2.ContainerStatus(
-                id=ctr.id,
-                metadata=ctr.config.metadata,
-                state=ctr.state,
-                created_at=ctr.created_at,
+                **ctr.fields(),
                 started_at=ctr.started_at,
                 finished_at=ctr.finished_at,
                 exit_code=ctr.exit_code,
-                image=ctr.config.image,
-                image_ref=ctr.config.image.image,
-                labels=ctr.config.labels,
-                annotations=ctr.config.annotations,
                 log_path=ctr.config.log_path,
                 resources=cri_pb2.ContainerResources(linux=ctr.resources),
             )

@@ -28,6 +28,7 @@ from agent.node.runtime_access import InProcessRuntimeAccess
 from agent.policy.policy import Decision, PoolCapacity
 from agent.relay.backend import BackendError
 from agent.relay.hooks import HookAbort
+from agent.relay.methods import RUNTIME_SERVICE
 from agent.runtime.inprocess import dispatch, in_process_forward
 from agent.runtime.memory import MemoryRuntime
 from agent.scratch import FAST_TMP
@@ -49,7 +50,6 @@ from agent.workload import ContainerInfo
 from proto import cri_pb2
 from topology.tree import Machine
 
-RUNTIME = "/runtime.v1.RuntimeService/"
 Reply = TypeVar("Reply", bound=Message)
 
 
@@ -216,7 +216,7 @@ class _Kubelet:
         return reply.FromString(raw)
 
     def send(self, rpc: str, request: Message) -> bytes:
-        method = RUNTIME + rpc
+        method = RUNTIME_SERVICE + rpc
         data = request.SerializeToString()
         handler = self.handlers.get(method)
         if handler is None:

@@ -43,6 +43,69 @@ def test_config_keeps_everything_under_base_and_suits_this_vm(snapshotter: str) 
     assert cri["cni"]["conf_dir"].startswith("/tmp/numa-x/")
 
 
+@pytest.mark.parametrize("required", [(), ("numa-agent",), ("a", "b")])
+@pytest.mark.parametrize("registry", [None, Path("/tmp/numa-x/certs.d")])
+def test_containerd2_config_keeps_everything_under_base_with_nri_on(
+    required: tuple[str, ...], registry: Path | None
+) -> None:
+    paths = ContainerdPaths(Path("/tmp/numa-x"))
+    text = render_config(
+        paths,
+        bin_dir=Path("/opt/c2/bin"),
+        snapshotter="native",
+        sandbox_image="img:1",
+        required_plugins=required,
+        registry_config_path=registry,
+    )
+    config = tomllib.loads(text)
+    assert config["version"] == 3
+    assert (config["root"], config["state"]) == ("/tmp/numa-x/root", "/tmp/numa-x/state")
+    assert config["grpc"]["address"] == "/tmp/numa-x/containerd.sock"
+    assert config["ttrpc"]["address"] == "/tmp/numa-x/containerd.sock.ttrpc"
+    plugins = config["plugins"]
+    assert plugins["io.containerd.internal.v1.opt"]["path"] == "/tmp/numa-x/opt"
+    images = plugins["io.containerd.cri.v1.images"]
+    assert images["snapshotter"] == "native"
+    assert images["pinned_images"]["sandbox"] == "img:1"
+    assert images["registry"]["config_path"] == (str(registry) if registry else "")
+    runtime = plugins["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_type"] == "io.containerd.runc.v2"
+    assert runc["options"]["BinaryName"] == "/opt/c2/bin/runc"  # the build's runc, not PATH's
+    assert runc["options"]["Root"] == "/tmp/numa-x/state/runc"
+    assert runtime["cni"]["conf_dir"] == "/tmp/numa-x/cni"
+    assert plugins[CRI]["stream_server_port"] == "0"
+    nri = plugins["io.containerd.nri.v1.nri"]
+    assert nri["disable"] is False
+    assert nri["socket_path"] == "/tmp/numa-x/nri.sock"
+    assert nri["plugin_path"] == nri["plugin_config_path"] == "/tmp/numa-x/nri-plugins"
+    if required:
+        assert nri["default_validator"] == {"enable": True, "required_plugins": list(required)}
+    else:
+        assert "default_validator" not in nri
+
+
+@pytest.mark.parametrize("bin_dir", [None, Path("/opt/c2/bin")])
+def test_config_values_are_written_as_given(bin_dir: Path | None) -> None:
+    """Values fill the templates; braces in them are not read as template fields."""
+    paths = ContainerdPaths(Path("/tmp/numa-{x}"))
+    text = render_config(paths, bin_dir=bin_dir, sandbox_image="reg/{img}:1")
+    assert text.count("/tmp/numa-{x}/root") == 1
+    assert "reg/{img}:1" in text
+
+
+@pytest.mark.parametrize(
+    ("required", "registry"), [(("numa-agent",), None), ((), Path("/tmp/numa-x/certs.d"))]
+)
+def test_containerd16_config_refuses_containerd2_settings(
+    required: tuple[str, ...], registry: Path | None
+) -> None:
+    paths = ContainerdPaths(Path("/tmp/numa-x"))
+    with pytest.raises(ValueError, match="need containerd 2"):
+        render_config(paths, required_plugins=required, registry_config_path=registry)
+
+
 def mountinfo_line(point: str) -> str:
     return f"100 29 0:52 / {point} rw,relatime shared:1 - overlay overlay rw"
 
@@ -82,6 +145,15 @@ def test_read_proc_status(tmp_path: Path) -> None:
     )
     status = read_proc_status(42, proc=tmp_path)
     assert (status.pid, status.cpus_allowed, status.mems_allowed) == (42, "1", "0")
+
+
+def test_an_unreadable_proc_status_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "status").write_text("Name:\tsleep\n")
+    with pytest.raises(ContainerdError, match=f"{tmp_path}/7/status"):
+        read_proc_status(7, proc=tmp_path)
+    with pytest.raises(ContainerdError, match=f"{tmp_path}/8/status"):
+        read_proc_status(8, proc=tmp_path)
 
 
 def status_response(info: dict[str, str]) -> cri_pb2.ContainerStatusResponse:

@@ -17,7 +17,9 @@ from devtools.oci_image import (
     build_busybox_image,
     go_arch,
     has_interpreter,
+    image_blobs,
     image_layout,
+    layer_blob,
 )
 
 FAKE_BUSYBOX = b"\x7fELF not really busybox"
@@ -71,6 +73,24 @@ def test_layout_descriptors_point_at_matching_blobs(
     assert config["config"]["Cmd"] == list(cmd)
     assert (config["os"], config["architecture"]) == ("linux", "amd64")
     assert len(files) == 2 + 3  # oci-layout, index.json, manifest, config, layer
+
+
+def test_the_layout_holds_the_images_the_registry_builder_makes() -> None:
+    """One builder for the layout and the local registry: the layout's manifest is
+    image_blobs' own, and labels (the registry's repository name) change the config
+    and so the digest, but nothing else."""
+    layer = layer_blob(FAKE_BUSYBOX)
+    manifest, config = image_blobs(layer, arch="amd64")
+    files = image_layout(FAKE_BUSYBOX, arch="amd64")
+    (entry,) = json.loads(files["index.json"])["manifests"]
+    assert entry["digest"] == manifest.digest
+    assert blob(files, config.digest) == config.data
+    assert "Labels" not in json.loads(config.data)["config"]
+    named_manifest, named = image_blobs(layer, arch="amd64", labels={"repository": "a/b"})
+    assert json.loads(named.data)["config"]["Labels"] == {"repository": "a/b"}
+    assert named.digest != config.digest
+    assert json.loads(named_manifest.data)["config"] == named.descriptor()
+    assert json.loads(named_manifest.data)["layers"] == json.loads(manifest.data)["layers"]
 
 
 def test_layer_holds_busybox_and_applet_links() -> None:

@@ -1,6 +1,6 @@
 """The plugin against the runtime stand-in over a real unix socket: a NodeAgent
-on a fake-sysfs machine, its NRI front door (plugin, session), and the stand-in
-runtime (devtools/nri_runtime.py) that kubelet's pods are created through."""
+on a fake-sysfs machine, its NRI front door (plugin, session), the stand-in
+runtime (devtools/nri_runtime.py), and kubelet's pods created through it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.node.agent import NodeAgent
 from agent.node.fingerprint import machine_fingerprint
 from agent.nri.plugin import NriPlugin
@@ -18,8 +19,12 @@ from agent.nri.runtime import NriRuntime
 from agent.nri.session import NriSession
 from agent.policy.config import PolicyConfig
 from agent.state.store import StateStore
+from agent.workload import QoSClass
 from devtools.nri_runtime import NriRuntimeStandIn
+from proto import cri_pb2
 from topology.tree import Machine
+
+GIB = 1 << 30
 
 
 @dataclass
@@ -74,3 +79,56 @@ def plug(machines: Callable[[str], Machine], tmp_path: Path) -> Iterator[Callabl
     yield make
     for plugged in started:
         plugged.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod the stand-in runs: kubelet's sandbox config and the runtime's sandbox id."""
+
+    config: cri_pb2.PodSandboxConfig
+    id: str
+
+
+def run_pod(
+    standin: NriRuntimeStandIn,
+    name: str,
+    qos: QoSClass = QoSClass.BURSTABLE,
+    annotations: dict[str, str] | None = None,
+) -> Pod:
+    """RunPodSandbox of pod `name` in namespace default, as kubelet sends it."""
+    config = kubelet_pod_config(name, "default", f"uid-{name}", qos=qos, annotations=annotations)
+    return Pod(config, standin.run_pod(config))
+
+
+def create_app(
+    standin: NriRuntimeStandIn,
+    pod: Pod,
+    cpu_request_milli: int,
+    cpu_limit_milli: int = 0,
+    memory_limit_bytes: int = 0,
+    *,
+    start: bool = True,
+) -> str:
+    """The pod's container "app" created (RpcError when the plugin refuses it), then
+    started unless `start` is False; its id."""
+    config = kubelet_container_config(
+        pod.config, "app", cpu_request_milli, cpu_limit_milli, memory_limit_bytes
+    )
+    cid = standin.create_container(pod.id, config)
+    if start:
+        standin.start_container(cid)
+    return cid
+
+
+def shared_app(standin: NriRuntimeStandIn, name: str = "web") -> str:
+    """A running burstable container (half a CPU, shared pool); its id."""
+    return create_app(standin, run_pod(standin, name), 500)
+
+
+def guaranteed_app(
+    standin: NriRuntimeStandIn, name: str, cpus: int, annotations: dict[str, str] | None = None
+) -> tuple[str, str]:
+    """A running guaranteed container of `cpus` whole CPUs (exclusive); its pod's id
+    and its own."""
+    pod = run_pod(standin, name, QoSClass.GUARANTEED, annotations)
+    return pod.id, create_app(standin, pod, cpus * 1000, cpus * 1000, GIB)

@@ -12,10 +12,10 @@ import pytest
 
 from agent.config import AgentConfig, ConfigError, config_from_mapping, resolve_config
 from agent.daemon import Daemon
-from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.workload import QoSClass
 from devtools.fakesysfs import write_shape
 from devtools.nri_runtime import NriRuntimeStandIn
+from tests.nri.conftest import GIB, create_app, run_pod
 from topology.cpuset import CPUSet
 
 
@@ -59,11 +59,8 @@ def test_nri_mode_places_through_the_runtime_and_serves_no_cri_socket(
     daemon = daemon_for(standin, False)
     assert standin.wait_ready(10)
     assert not (sock_dir / "agent.sock").exists()
-    pod = kubelet_pod_config("db", "default", "uid-db", qos=QoSClass.GUARANTEED)
-    pod_id = standin.run_pod(pod)
-    cid = standin.create_container(
-        pod_id, kubelet_container_config(pod, "app", 4000, 4000, 1 << 30)
-    )
+    pod = run_pod(standin, "db", QoSClass.GUARANTEED)
+    cid = create_app(standin, pod, 4000, 4000, GIB, start=False)
     cpus = CPUSet.parse(standin.cpus(cid))
     assert len(cpus) == 4 and not cpus & CPUSet.parse("0,40")  # reserved stay out
     assert daemon.node is not None

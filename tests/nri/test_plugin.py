@@ -9,39 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from agent.kubelet import kubelet_container_config, kubelet_pod_config
 from agent.nri import methods, ttrpc
 from agent.nri.connection import RpcError
 from agent.workload import QoSClass
 from devtools.nri_runtime import NriRuntimeStandIn
 from proto import cri_pb2, nri_pb2
-from tests.nri.conftest import Plugged
+from tests.nri.conftest import (
+    GIB,
+    Plugged,
+    create_app,
+    guaranteed_app,
+    run_pod,
+    shared_app,
+)
 from tests.waiting import wait_until
 from topology.cpuset import CPUSet
 
-GIB = 1 << 30
 Plug = Callable[..., Plugged]
-
-
-def _shared(standin: NriRuntimeStandIn, name: str = "web") -> str:
-    pod = kubelet_pod_config(name, "default", f"uid-{name}", qos=QoSClass.BURSTABLE)
-    pod_id = standin.run_pod(pod)
-    cid = standin.create_container(pod_id, kubelet_container_config(pod, "app", 500, 0))
-    standin.start_container(cid)
-    return cid
-
-
-def _guaranteed(
-    standin: NriRuntimeStandIn, name: str, cpus: int, annotations: dict[str, str] | None = None
-) -> tuple[str, str]:
-    pod = kubelet_pod_config(
-        name, "default", f"uid-{name}", qos=QoSClass.GUARANTEED, annotations=annotations
-    )
-    pod_id = standin.run_pod(pod)
-    config = kubelet_container_config(pod, "app", cpus * 1000, cpus * 1000, GIB)
-    cid = standin.create_container(pod_id, config)
-    standin.start_container(cid)
-    return pod_id, cid
 
 
 def test_the_plugin_registers_by_name_and_index_and_subscribes_to_what_it_handles(
@@ -58,9 +42,9 @@ def test_exclusive_cpus_move_shared_containers_off_and_back(
     standin: NriRuntimeStandIn, plug: Plug
 ) -> None:
     plugged = plug(standin)
-    shared = _shared(standin)
+    shared = shared_app(standin)
     before = CPUSet.parse(standin.cpus(shared))
-    pod_id, exclusive = _guaranteed(standin, "db", 2)
+    pod_id, exclusive = guaranteed_app(standin, "db", 2)
     mine = CPUSet.parse(standin.cpus(exclusive))
     assert len(mine) == 2
     # The shared container was moved off in CreateContainer's own reply.
@@ -88,24 +72,22 @@ def test_a_bad_annotation_fails_the_creation_naming_container_and_annotation(
 ) -> None:
     plug(standin)
     bad = {"cri-resource-manager.intel.com/affinity": "app:\n- match: {key: name, operator: Equal}"}
-    pod = kubelet_pod_config("typo", "default", "uid-typo", qos=QoSClass.BURSTABLE, annotations=bad)
-    pod_id = standin.run_pod(pod)
+    pod = run_pod(standin, "typo", annotations=bad)
     with pytest.raises(RpcError) as err:
-        standin.create_container(pod_id, kubelet_container_config(pod, "app", 100, 0))
+        create_app(standin, pod, 100)
     assert err.value.code == ttrpc.INVALID_ARGUMENT
     assert "cri-resource-manager.intel.com/affinity" in err.value.message
     assert 'container "app", rule 1' in err.value.message
-    assert not [c for c in standin.containers.values() if c.pod_sandbox_id == pod_id]
+    assert not [c for c in standin.containers.values() if c.pod_sandbox_id == pod.id]
 
 
 def test_no_capacity_is_refused_with_the_proxys_reason(
     standin: NriRuntimeStandIn, plug: Plug
 ) -> None:
     plug(standin, shape="desktop-1s-4c-ht")
-    pod = kubelet_pod_config("huge", "default", "uid-huge", qos=QoSClass.GUARANTEED)
-    pod_id = standin.run_pod(pod)
+    pod = run_pod(standin, "huge", QoSClass.GUARANTEED)
     with pytest.raises(RpcError) as err:
-        standin.create_container(pod_id, kubelet_container_config(pod, "app", 64000, 64000, GIB))
+        create_app(standin, pod, 64000, 64000, GIB)
     assert err.value.code == ttrpc.RESOURCE_EXHAUSTED
     assert "huge" in err.value.message
 
@@ -114,8 +96,8 @@ def test_a_restarted_agent_is_synchronized_back_with_nothing_moved(
     standin: NriRuntimeStandIn, plug: Plug
 ) -> None:
     first = plug(standin)
-    shared = _shared(standin)
-    _, exclusive = _guaranteed(standin, "db", 2)
+    shared = shared_app(standin)
+    _, exclusive = guaranteed_app(standin, "db", 2)
     cpus = {cid: standin.cpus(cid) for cid in (shared, exclusive)}
     placements = first.node.placements()
     first.stop()
@@ -131,8 +113,8 @@ def test_a_dropped_connection_is_reconnected_and_synchronized_again(
     standin: NriRuntimeStandIn, plug: Plug
 ) -> None:
     plugged = plug(standin)
-    shared = _shared(standin)
-    _, exclusive = _guaranteed(standin, "db", 2)
+    shared = shared_app(standin)
+    _, exclusive = guaranteed_app(standin, "db", 2)
     cpus = {cid: standin.cpus(cid) for cid in (shared, exclusive)}
     standin.disconnect()  # the runtime restarted
     assert standin.wait_ready(10)
@@ -140,7 +122,7 @@ def test_a_dropped_connection_is_reconnected_and_synchronized_again(
     assert standin.recorded.synchronize_updates == []
     assert {cid: standin.cpus(cid) for cid in cpus} == cpus
     # And it still places.
-    _, other = _guaranteed(standin, "db2", 2)
+    _, other = guaranteed_app(standin, "db2", 2)
     assert not CPUSet.parse(standin.cpus(other)) & CPUSet.parse(cpus[exclusive])
     assert plugged.session.connections == 2
 
@@ -151,9 +133,7 @@ def test_containers_the_state_file_lacks_are_adopted_where_they_run(
     with NriRuntimeStandIn(sock_dir / "nri.sock", sync_chunk=2) as standin:
         # Containers the runtime started before the plugin ever connected.
         for n in range(5):
-            pod = kubelet_pod_config(f"p{n}", "default", f"u{n}", qos=QoSClass.BURSTABLE)
-            pod_id = standin.run_pod(pod)
-            standin.create_container(pod_id, kubelet_container_config(pod, "app", 200, 0))
+            create_app(standin, run_pod(standin, f"p{n}"), 200, start=False)
         pinned = next(iter(standin.containers.values()))
         pinned.linux.resources.cpu.cpus = "3"
         pinned.state = nri_pb2.CONTAINER_RUNNING
@@ -164,7 +144,7 @@ def test_containers_the_state_file_lacks_are_adopted_where_they_run(
 
 def test_a_resize_answers_the_containers_new_cpuset(standin: NriRuntimeStandIn, plug: Plug) -> None:
     plug(standin)
-    _, exclusive = _guaranteed(standin, "db", 2)
+    _, exclusive = guaranteed_app(standin, "db", 2)
     standin.update_container(
         exclusive,
         cri_pb2.LinuxContainerResources(
@@ -178,7 +158,7 @@ def test_updates_outside_a_request_go_as_unsolicited_update_containers(
     standin: NriRuntimeStandIn, plug: Plug
 ) -> None:
     plugged = plug(standin)
-    shared = _shared(standin)
+    shared = shared_app(standin)
     wanted = standin.cpus(shared)
     standin.containers[shared].linux.resources.cpu.cpus = "0"  # changed behind its back
     assert plugged.node.resend(shared)  # what the reconcile does on a repair
