@@ -25,6 +25,7 @@ from agent.policy.config import PolicyConfig
 from agent.policy.domains import Domains, Topology
 from agent.policy.errors import InvalidRequest
 from agent.policy.occupancy import Occupancy, PlacedPod
+from agent.policy.parts import LEVEL_WORDS
 from agent.policy.request import ContainerRequest
 from agent.rules import (
     ANNOTATION_AFFINITY,
@@ -40,14 +41,6 @@ from agent.rules import (
 )
 
 REQUIRED_NODE_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
-LEVEL_WORDS = {
-    Level.CORE: "core",
-    Level.L3: "L3 group",
-    Level.NUMA: "NUMA node",
-    Level.DIE: "die",
-    Level.SOCKET: "socket",
-    Level.HOST: "machine",
-}
 
 # The rule a pod's later containers, re-created containers and resizes keep.
 POD_PLACE_RULE = "the pod's place"

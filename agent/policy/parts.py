@@ -1,0 +1,133 @@
+"""The machine's parts at every level, walked once: the one view of the tree.
+
+A part is a core, an L3 group, a NUMA node, a die, a socket or the whole machine,
+named once ("core3", "l3-0.8", "numa0", "die0.1", "socket0", "machine") and
+placed at its `Level`. The pool tree (pools.py: the parts where the tree
+branches) and the rules' domains (domains.py: each level's parts as CPU masks)
+are both read from these parts, so a pool and the domain of the same name are
+the same CPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from agent.rules import Level
+from topology.cpuset import CPUSet
+from topology.tree import Core, Die, L3Group, Machine, NumaNode, Socket
+
+# A level as a person says it: in refusals, explanations and docs.
+LEVEL_WORDS: dict[Level, str] = {
+    Level.CORE: "core",
+    Level.L3: "L3 group",
+    Level.NUMA: "NUMA node",
+    Level.DIE: "die",
+    Level.SOCKET: "socket",
+    Level.HOST: "machine",
+}
+
+# The levels from the whole machine down to a core: the tree's nesting.
+DOWNWARD: tuple[Level, ...] = (
+    Level.HOST,
+    Level.SOCKET,
+    Level.DIE,
+    Level.NUMA,
+    Level.L3,
+    Level.CORE,
+)
+
+Element = Machine | Socket | Die | NumaNode | L3Group | Core
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One part of the machine. `element` is the tree's own value, for what its
+    level adds (a NUMA node's memory, an L3 group's cores)."""
+
+    index: int  # in `Parts.parts`: depth-first, a parent before its children
+    level: Level
+    name: str
+    cpus: CPUSet  # its online CPUs
+    parent: int | None  # the part one level up; None for the machine
+    children: tuple[int, ...]  # the parts one level down, in machine order
+    element: Element
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """Every part of one machine, depth-first from the machine (index 0)."""
+
+    parts: tuple[Part, ...]
+
+    @property
+    def root(self) -> Part:
+        return self.parts[0]
+
+    def at(self, level: Level) -> tuple[Part, ...]:
+        """The parts of one level, in machine order; they partition the online CPUs."""
+        return tuple(p for p in self.parts if p.level is level)
+
+    def below(self, part: Part, level: Level) -> Iterator[Part]:
+        """The parts of `level` inside `part` (itself, if it is of that level)."""
+        if part.level is level:
+            yield part
+            return
+        for child in part.children:
+            yield from self.below(self.parts[child], level)
+
+
+def _name(element: Element, socket: int, node: int) -> str:
+    if isinstance(element, Machine):
+        return "machine"
+    if isinstance(element, Socket):
+        return f"socket{element.id}"
+    if isinstance(element, Die):
+        return f"die{socket}.{element.id}"
+    if isinstance(element, NumaNode):
+        return f"numa{element.id}"
+    if isinstance(element, L3Group):
+        return f"l3-{node}.{element.id}"
+    return f"core{element.id}"
+
+
+def _inside(element: Element) -> tuple[Element, ...]:
+    if isinstance(element, Machine):
+        return element.sockets
+    if isinstance(element, Socket):
+        return element.dies
+    if isinstance(element, Die):
+        return element.numa_nodes
+    if isinstance(element, NumaNode):
+        return element.l3_groups
+    if isinstance(element, L3Group):
+        return element.cores
+    return ()
+
+
+def machine_parts(machine: Machine) -> Parts:
+    """Walk the machine once, down to its cores, naming every part."""
+    found: list[tuple[Level, str, CPUSet, int | None, Element]] = []
+    children: list[list[int]] = []
+
+    def add(element: Element, depth: int, parent: int | None, socket: int, node: int) -> None:
+        if isinstance(element, Socket):
+            socket = element.id
+        elif isinstance(element, NumaNode):
+            node = element.id
+        cpus = machine.cpus if isinstance(element, Machine) else element.cpus
+        index = len(found)
+        found.append((DOWNWARD[depth], _name(element, socket, node), cpus, parent, element))
+        children.append([])
+        if parent is not None:
+            children[parent].append(index)
+        for inner in _inside(element):
+            add(inner, depth + 1, index, socket, node)
+
+    add(machine, 0, None, -1, -1)
+    return Parts(
+        tuple(
+            Part(i, level, name, cpus, parent, tuple(children[i]), element)
+            for i, (level, name, cpus, parent, element) in enumerate(found)
+        )
+    )
