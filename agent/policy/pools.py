@@ -36,6 +36,7 @@ class Pool:
 class PoolTree:
     pools: tuple[Pool, ...]
     children: tuple[tuple[int, ...], ...]
+    parts: Parts  # every part of the machine, pools or not: `domains.topology(parts)`
 
     @property
     def root(self) -> Pool:
@@ -116,7 +117,7 @@ def pool_tree(machine: Machine, parts: Parts) -> PoolTree:
         children.append([])
         if parent is not None:
             children[parent].append(index)
-    return PoolTree(tuple(pools), tuple(tuple(c) for c in children))
+    return PoolTree(tuple(pools), tuple(tuple(c) for c in children), parts)
 
 
 def build_pools(machine: Machine) -> PoolTree:
