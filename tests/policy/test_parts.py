@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.policy.domains import machine_topology
+from agent.policy.domains import machine_topology, topology
 from agent.policy.parts import LEVEL_WORDS, machine_parts
 from agent.policy.pools import build_pools, is_pool
 from agent.rules import Level
@@ -35,9 +35,10 @@ SPECS = [
 
 def check_one_view(machine: Machine) -> None:
     tree = build_pools(machine)
-    topology = machine_topology(machine)
+    domains_of = topology(tree.parts)  # the rules' domains from the pools' own walk
+    assert domains_of == machine_topology(machine)
     for level in Level:
-        domains = topology[level]
+        domains = domains_of[level]
         # The domains of every level partition the online CPUs, each named once.
         assert sum(m.bit_count() for m in domains.masks) == machine.cpus.mask.bit_count()
         union = 0
@@ -49,7 +50,7 @@ def check_one_view(machine: Machine) -> None:
         assert sorted(domains.indices(machine.cpus.mask)) == list(range(len(domains.names)))
     for pool in tree.pools:
         # A pool is the domain of the same name at its level.
-        domains = topology[pool.level]
+        domains = domains_of[pool.level]
         index = domains.names.index(pool.name)
         assert domains.masks[index] == pool.cpus.mask, pool.name
         assert domains.single(pool.cpus.mask) == index
