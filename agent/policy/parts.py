@@ -77,18 +77,21 @@ class Parts:
             yield from self.below(self.parts[child], level)
 
 
-def _name(element: Element, socket: int, node: int) -> str:
-    if isinstance(element, Machine):
+def part_name(level: Level, ident: int, outer: int = -1) -> str:
+    """A part's name from its level and id. The ids of dies and L3 groups repeat
+    across sockets and NUMA nodes, so theirs carry `outer`: the id of the socket
+    (a die) or NUMA node (an L3 group) they lie in."""
+    if level is Level.HOST:
         return "machine"
-    if isinstance(element, Socket):
-        return f"socket{element.id}"
-    if isinstance(element, Die):
-        return f"die{socket}.{element.id}"
-    if isinstance(element, NumaNode):
-        return f"numa{element.id}"
-    if isinstance(element, L3Group):
-        return f"l3-{node}.{element.id}"
-    return f"core{element.id}"
+    if level is Level.SOCKET:
+        return f"socket{ident}"
+    if level is Level.DIE:
+        return f"die{outer}.{ident}"
+    if level is Level.NUMA:
+        return f"numa{ident}"
+    if level is Level.L3:
+        return f"l3-{outer}.{ident}"
+    return f"core{ident}"
 
 
 def _inside(element: Element) -> tuple[Element, ...]:
@@ -115,9 +118,14 @@ def machine_parts(machine: Machine) -> Parts:
             socket = element.id
         elif isinstance(element, NumaNode):
             node = element.id
-        cpus = machine.cpus if isinstance(element, Machine) else element.cpus
+        level = DOWNWARD[depth]
+        if isinstance(element, Machine):
+            name, cpus = part_name(level, 0), machine.cpus
+        else:
+            outer = socket if level is Level.DIE else node
+            name, cpus = part_name(level, element.id, outer), element.cpus
         index = len(found)
-        found.append((DOWNWARD[depth], _name(element, socket, node), cpus, parent, element))
+        found.append((level, name, cpus, parent, element))
         children.append([])
         if parent is not None:
             children[parent].append(index)
