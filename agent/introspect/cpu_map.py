@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agent.policy.parts import part_name
+from agent.rules import Level
 from topology.cpuset import CPUSet, CPUSetError
 
 RESERVED_POOL = "reserved"
@@ -308,7 +310,7 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
                             )
                             for core in g["cores"]
                         ),
-                        pool(f"l3-{nid}.{g['id']}"),
+                        pool(part_name(Level.L3, int(g["id"]), nid)),
                     )
                     for g in raw_node["l3_groups"]
                 )
@@ -318,7 +320,7 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
                         str(raw_node["cpus"]),
                         int(raw_node["memory_bytes"]),
                         groups,
-                        pool(f"numa{nid}"),
+                        pool(part_name(Level.NUMA, nid)),
                     )
                 )
             dies.append(
@@ -326,7 +328,7 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
                     int(raw_die["id"]),
                     str(raw_die["cpus"]),
                     tuple(nodes),
-                    pool(f"die{sid}.{raw_die['id']}"),
+                    pool(part_name(Level.DIE, int(raw_die["id"]), sid)),
                 )
             )
         node_ids = {n.id for d in dies for n in d.numa_nodes}
@@ -335,7 +337,7 @@ def _build(doc: Mapping[str, Any]) -> MachineMap:
                 sid,
                 str(raw_socket["cpus"]),
                 tuple(dies),
-                pool(f"socket{sid}"),
+                pool(part_name(Level.SOCKET, sid)),
                 tuple(m for m in memory_nodes if m.closest_cpu_node in node_ids),
             )
         )

@@ -1,9 +1,10 @@
 """The machine's parts at each rule level, as CPU masks: the topology of the rules.
 
 A rule's `topologyKey` names a level (core, L3 group, NUMA node, die, socket, the
-whole machine); the domains of a level partition the machine's online CPUs. A set
-of domains is kept as the union of their masks, so "which domains does this
-container occupy" and "does this place touch them" are a few big-int operations.
+whole machine); the domains of a level are its parts (parts.py), which partition
+the machine's online CPUs. A set of domains is kept as the union of their masks,
+so "which domains does this container occupy" and "does this place touch them"
+are a few big-int operations.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agent.policy.parts import Part, Parts, machine_parts
 from agent.rules import Level
 from topology.tree import Machine
 
@@ -68,40 +70,23 @@ class Topology:
         return self.levels[level]
 
 
-def _domains(level: Level, parts: list[tuple[str, int]], size: int) -> Domains:
+def _domains(level: Level, parts: tuple[Part, ...], size: int) -> Domains:
     of_cpu = [-1] * size
-    for index, (_, mask) in enumerate(parts):
-        bits = mask
+    for index, part in enumerate(parts):
+        bits = part.cpus.mask
         while bits:
             low = bits & -bits
             of_cpu[low.bit_length() - 1] = index
             bits ^= low
-    return Domains(level, tuple(m for _, m in parts), tuple(n for n, _ in parts), tuple(of_cpu))
+    masks = tuple(p.cpus.mask for p in parts)
+    return Domains(level, masks, tuple(p.name for p in parts), tuple(of_cpu))
+
+
+def topology(parts: Parts) -> Topology:
+    """Each level's parts as its domains, named as the parts (and the pools) are."""
+    size = parts.root.cpus.mask.bit_length()
+    return Topology({level: _domains(level, parts.at(level), size) for level in Level})
 
 
 def machine_topology(machine: Machine) -> Topology:
-    size = machine.cpus.mask.bit_length()
-    cores: list[tuple[str, int]] = []
-    l3s: list[tuple[str, int]] = []
-    nodes: list[tuple[str, int]] = []
-    dies: list[tuple[str, int]] = []
-    sockets: list[tuple[str, int]] = []
-    for socket in machine.sockets:
-        sockets.append((f"socket{socket.id}", socket.cpus.mask))
-        for die in socket.dies:
-            dies.append((f"die{socket.id}.{die.id}", die.cpus.mask))
-            for node in die.numa_nodes:
-                nodes.append((f"numa{node.id}", node.cpus.mask))
-                for group in node.l3_groups:
-                    l3s.append((f"l3-{node.id}.{group.id}", group.cpus.mask))
-                    for core in group.cores:
-                        cores.append((f"core{core.id}", core.cpus.mask))
-    parts = {
-        Level.CORE: cores,
-        Level.L3: l3s,
-        Level.NUMA: nodes,
-        Level.DIE: dies,
-        Level.SOCKET: sockets,
-        Level.HOST: [("machine", machine.cpus.mask)],
-    }
-    return Topology({level: _domains(level, p, size) for level, p in parts.items()})
+    return topology(machine_parts(machine))

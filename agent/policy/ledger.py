@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from agent.policy.accounting import PoolState, pool_states
 from agent.policy.classes import DRAM, CpuClasses
 from agent.policy.config import PolicyConfig
-from agent.policy.domains import Topology, machine_topology
+from agent.policy.domains import Topology, topology
 from agent.policy.errors import PlacementError
 from agent.policy.occupancy import Occupancy
 from agent.policy.pools import Pool, PoolTree
@@ -76,7 +76,7 @@ class Ledger:
         self.classes = CpuClasses.of(machine)  # hybrid machines' kinds of core
         self.memory_known = any(n.memory_bytes for n in machine.iter_numa_nodes())
         self.reserved_mems = self.mems_of_cpus(self.reserved)
-        self.topology: Topology = machine_topology(machine)
+        self.topology: Topology = topology(tree.parts)  # the domains of the same walk
         self.states: tuple[PoolState, ...] = pool_states(tree)
         self.occupancy = self.new_occupancy()  # who occupies which CPUs (the terms' index)
         self.records: dict[str, PlacementRecord] = {}

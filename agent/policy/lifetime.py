@@ -1,11 +1,12 @@
 """A pod's life in the ledger (docs/pod-rules.md, "A pod's life"): which exited
-container a re-create takes the place of, which exited containers were completed
-init containers, and the domains a placed pod's required rules chose."""
+container a re-create takes the place of (and taking it), which exited containers
+were completed init containers, and the domains a placed pod's required rules chose."""
 
 from __future__ import annotations
 
-from agent.policy.ledger import Ledger
-from agent.policy.request import ContainerRequest
+from agent.policy.ledger import Ledger, new_record
+from agent.policy.record import PlacementRecord
+from agent.policy.request import ContainerRequest, Need
 
 
 def held_for(ledger: Ledger, request: ContainerRequest) -> str | None:
@@ -17,6 +18,27 @@ def held_for(ledger: Ledger, request: ContainerRequest) -> str | None:
         if (other.name, other.pod.id, other.pod.uid) == wanted:
             return key
     return None
+
+
+def take_place(
+    ledger: Ledger, request: ContainerRequest, need: Need, old_key: str
+) -> tuple[PlacementRecord, str] | None:
+    """kubelet re-creates an exited container: asking for what it had, it gets its
+    place back (its exclusive CPUs too, as kubelet's CPU manager keeps them by pod
+    and name), its rules not checked again; installed, with its note. None,
+    changing nothing, when it asks for other resources: it is placed again as a
+    resize would be, inside its pod's domains."""
+    old = ledger.records[old_key]
+    if need != old.need:
+        return None
+    ledger.remove(old_key)
+    where = old.pool_name + (f", cpus {old.exclusive}" if old.exclusive else "")
+    note = (
+        f"{request.key}: re-created in the place of {old_key} ({where}); the pod "
+        "rules are not checked again"
+    )
+    record = new_record(request, need, old.pool, old.exclusive.mask, old.score, note)
+    return ledger.install(record), note
 
 
 def completed_inits(ledger: Ledger, request: ContainerRequest) -> list[str]:

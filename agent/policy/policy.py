@@ -5,21 +5,23 @@ pieces, one job each (in the spirit of kubelet's CPU manager, state / policy /
 assignment apart): the ledger (ledger.py) keeps every container's record and the
 indexes derived from it; the chooser (chooser.py) ranks the places for a request
 without changing anything; refusals.py words a refusal; restore.py checks a saved
-or running place; lifetime.py holds a pod's life (re-creates, init containers,
-the domains its rules chose). Every mutation returns the cpuset updates other
+place and infers an adopted one; lifetime.py holds a pod's life (a re-create
+taking its place back, init containers, the domains its rules chose);
+decision.py is the answer. Every mutation returns the cpuset updates other
 containers need.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from agent.labels.numa import numa_node_labels
 from agent.policy import lifetime, refusals
 from agent.policy.chooser import Chooser
 from agent.policy.closeness import closeness_table
 from agent.policy.config import ConfigError, PolicyConfig, check_numa_labels
+from agent.policy.decision import Decision, decision
 from agent.policy.errors import (
     InvalidRequest,
     PlacementError,
@@ -32,7 +34,7 @@ from agent.policy.ledger import CpusetUpdate, Ledger, PoolCapacity, new_record
 from agent.policy.pools import PoolTree, build_pools
 from agent.policy.record import PlacementRecord, SavedPlacement
 from agent.policy.request import ContainerRequest, CpuKind, classify
-from agent.policy.restore import adopt_shared_pool, can_hold_exclusive, restorable
+from agent.policy.restore import adopted, restorable
 from topology.cpuset import CPUSet
 from topology.tree import Machine
 
@@ -49,19 +51,6 @@ __all__ = [
     "SavedPlacement",
     "UnknownContainer",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    key: str
-    pool: str  # "machine", "socket0", "die0.1", "numa1", "l3-1.8", "reserved"
-    cpus: CPUSet  # what goes into cpuset_cpus ("" when pin_cpus is off)
-    mems: CPUSet  # what goes into cpuset_mems ("" when pin_memory is off)
-    exclusive: bool
-    score: float
-    updates: tuple[CpusetUpdate, ...]  # OTHER containers whose cpuset must change now
-    explanation: str  # candidate pools, their scores, why the winner won
-    replaced: str = ""  # a re-create: the exited container whose place it took (now gone)
 
 
 class Policy:
@@ -96,14 +85,16 @@ class Policy:
         ledger.begin()
         held = lifetime.held_for(ledger, request)
         if held is not None:
-            record, text = self._recreate(request, held)
-            decision = self._decision(record, ledger.flush(request.key), text)
-            return replace(decision, replaced=held)
+            need = classify(request, self.config)
+            taken = lifetime.take_place(ledger, request, need, held)
+            record, text = taken if taken is not None else self._again(request, held, hold=True)
+            answer = decision(record, ledger.flush(request.key), text)
+            return replace(answer, replaced=held)
         confine = lifetime.confine(ledger, request.container.pod.uid)
         for key in lifetime.completed_inits(ledger, request):
             ledger.remove(key)
         record, text = self._place(request, None, confine)
-        return self._decision(record, ledger.flush(request.key), text)
+        return decision(record, ledger.flush(request.key), text)
 
     def place_in(self, request: ContainerRequest, pool: str) -> Decision:
         """Place into the named pool regardless of score (what-if tools, tests)."""
@@ -112,7 +103,7 @@ class Policy:
             raise PlacementError(f"{request.key} is already placed; release it first")
         self._ledger.begin()
         record, text = self._place(request, index)
-        return self._decision(record, self._ledger.flush(request.key), text)
+        return decision(record, self._ledger.flush(request.key), text)
 
     def resize(self, request: ContainerRequest) -> Decision:
         """The container's request changed: place it again inside its pod's domains,
@@ -122,15 +113,8 @@ class Policy:
         if old is None:
             return self.place(request)
         ledger.begin()
-        confine = lifetime.confine(ledger, old.request.container.pod.uid)
-        ledger.remove(request.key)
-        try:
-            record, text = self._place(request, None, ledger.online if confine is None else confine)
-        except PlacementError:
-            ledger.install(old)
-            ledger.begin()
-            raise
-        return self._decision(record, ledger.flush(request.key), text)
+        record, text = self._again(request, request.key, hold=False)
+        return decision(record, ledger.flush(request.key), text)
 
     def restore(self, request: ContainerRequest, saved: SavedPlacement) -> Decision | None:
         """Take back a container the state file knows, exactly where it was.
@@ -150,7 +134,7 @@ class Policy:
         if record is None:
             ledger.begin()
             return None
-        return self._decision(ledger.install(record), ledger.flush(request.key))
+        return decision(ledger.install(record), ledger.flush(request.key))
 
     def adopt(self, request: ContainerRequest, cpus: CPUSet, mems: CPUSet) -> Decision:
         """Take in a running container no record names, inferring its place from its cpusets.
@@ -163,21 +147,8 @@ class Policy:
         ledger.begin()
         if request.key in ledger.records:
             ledger.remove(request.key)
-        need = classify(request, self.config)
-        note = (
-            f"{request.key}: {need.why}, adopted running on cpus {cpus or '-'} mems {mems or '-'}"
-        )
-        if need.kind is CpuKind.RESERVED:
-            record = new_record(request, need, None, 0, 0.0, note)
-        elif need.kind is CpuKind.EXCLUSIVE and can_hold_exclusive(ledger, need, cpus.mask):
-            home = ledger.pools[self._chooser.home(0, cpus.mask)]
-            record = new_record(request, need, home, cpus.mask, 0.0, note)
-        else:
-            shared = replace(
-                need, kind=CpuKind.SHARED, milli_cpu=need.milli_cpu or (need.exclusive_cpus * 1000)
-            )
-            record = new_record(request, shared, adopt_shared_pool(ledger, cpus), 0, 0.0, note)
-        return self._decision(ledger.install(record), ledger.flush(request.key))
+        record = adopted(ledger, request, classify(request, self.config), cpus, mems)
+        return decision(ledger.install(record), ledger.flush(request.key))
 
     def rekey(self, old_key: str, new_key: str, container_id: str = "") -> None:
         """Rename a container (temporary key -> runtime container id); with
@@ -236,10 +207,10 @@ class Policy:
 
     def current(self, key: str) -> Decision | None:
         record = self._ledger.records.get(key)
-        return None if record is None else self._decision(record, ())
+        return None if record is None else decision(record, ())
 
     def assignments(self) -> Mapping[str, Decision]:
-        return {key: self._decision(record, ()) for key, record in self._ledger.records.items()}
+        return {key: decision(record, ()) for key, record in self._ledger.records.items()}
 
     def capacity(self) -> tuple[PoolCapacity, ...]:
         """Every pool's use and free capacity, in pool-tree order; reads only."""
@@ -278,29 +249,23 @@ class Policy:
         record = new_record(request, need, home, winner.pick, winner.score, kept)
         return ledger.install(record), text
 
-    def _recreate(self, request: ContainerRequest, old_key: str) -> tuple[PlacementRecord, str]:
-        """kubelet re-creates an exited container: it gets its place back (its
-        exclusive CPUs too, as kubelet's CPU manager keeps them by pod and name),
-        without its rules being checked again. Asking for other resources, it is
-        placed as a resize would be: inside its pod's domains."""
+    def _again(
+        self, request: ContainerRequest, old_key: str, hold: bool
+    ) -> tuple[PlacementRecord, str]:
+        """Place `request` again in place of `old_key` (a resize, or a re-create asking
+        for other resources): inside its pod's domains, the pod rules not checked
+        again. On failure `old_key` keeps its place (and, with `hold`, stays held)."""
         ledger = self._ledger
         old = ledger.records[old_key]
-        need = classify(request, self.config)
-        confine = lifetime.confine(ledger, request.container.pod.uid)
+        confine = lifetime.confine(ledger, old.request.container.pod.uid)
         ledger.remove(old_key)
-        if need == old.need:
-            where = old.pool_name + (f", cpus {old.exclusive}" if old.exclusive else "")
-            note = (
-                f"{request.key}: re-created in the place of {old_key} ({where}); the pod "
-                "rules are not checked again"
-            )
-            record = new_record(request, need, old.pool, old.exclusive.mask, old.score, note)
-            return ledger.install(record), note
         try:
             return self._place(request, None, ledger.online if confine is None else confine)
         except PlacementError:
             ledger.install(old)
-            ledger.hold(old_key)
+            if hold:
+                ledger.hold(old_key)
+            ledger.begin()
             raise
 
     def _release_all(self, which: Callable[[PlacementRecord], bool]) -> tuple[CpusetUpdate, ...]:
@@ -310,17 +275,3 @@ class Policy:
         for key in keys:
             ledger.remove(key)
         return ledger.flush(None)
-
-    def _decision(
-        self, record: PlacementRecord, updates: Iterable[CpusetUpdate], shown: str = ""
-    ) -> Decision:
-        return Decision(
-            key=record.key,
-            pool=record.pool_name,
-            cpus=record.cpus,
-            mems=record.mems,
-            exclusive=record.is_exclusive,
-            score=record.score,
-            updates=tuple(updates),
-            explanation=shown or record.explanation,
-        )

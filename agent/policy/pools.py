@@ -1,26 +1,27 @@
-"""The pool tree built from a Machine: machine -> sockets -> dies -> NUMA nodes -> L3 groups.
+"""The pool tree: the machine's parts (parts.py) where the tree branches.
 
-Dies appear only when a socket has several, L3 groups only when a NUMA node has
-several, and any level with a single child collapses into its parent (the
-parent's name is kept). Pools are numbered in depth-first order; 0 is "machine".
+A pool is the machine, a socket, a die, a NUMA node or an L3 group with a
+sibling; a part that is its parent's only child is the same set of CPUs and
+folds into it (the upper part's name and level are kept), and cores are never
+pools. So dies appear only when a socket has several, L3 groups only when a
+NUMA node has several. Pools are numbered in depth-first order; 0 is "machine".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.policy.parts import Part, Parts, machine_parts
+from agent.rules import Level
 from topology.cpuset import CPUSet
-from topology.tree import Die, L3Group, Machine, NumaNode, Socket
-
-_Level = Machine | Socket | Die | NumaNode | L3Group
+from topology.tree import L3Group, Machine, NumaNode
 
 
 @dataclass(frozen=True, slots=True)
 class Pool:
     index: int
-    name: str  # "machine", "socket0", "die0.1", "numa1", "l3-1.8"
-    kind: str  # the level the pool was created at: machine/socket/die/numa/l3
+    name: str  # "machine", "socket0", "die0.1", "numa1", "l3-1.8": its part's name
+    level: Level  # the level of the part that names the pool (the upper of folded ones)
     depth: int  # 0 for the machine
     parent: int | None
     ancestors: tuple[int, ...]  # parent first, up to the machine
@@ -35,6 +36,7 @@ class Pool:
 class PoolTree:
     pools: tuple[Pool, ...]
     children: tuple[tuple[int, ...], ...]
+    parts: Parts  # every part of the machine, pools or not: `domains.topology(parts)`
 
     @property
     def root(self) -> Pool:
@@ -55,71 +57,57 @@ class PoolTree:
         return best
 
 
-def _children(level: _Level) -> Sequence[_Level]:
-    if isinstance(level, Machine):
-        return level.sockets
-    if isinstance(level, Socket):
-        if len(level.dies) > 1:
-            return level.dies
-        return level.dies[0].numa_nodes if level.dies else ()
-    if isinstance(level, Die):
-        return level.numa_nodes
-    if isinstance(level, NumaNode):
-        return level.l3_groups if len(level.l3_groups) > 1 else ()
-    return ()
+def is_pool(parts: Parts, part: Part) -> bool:
+    """The machine, and every part above a core that has a sibling."""
+    if part.parent is None:
+        return True
+    return part.level is not Level.CORE and len(parts.parts[part.parent].children) > 1
 
 
-def _name(level: _Level, socket: int, node: int) -> tuple[str, str]:
-    if isinstance(level, Machine):
-        return "machine", "machine"
-    if isinstance(level, Socket):
-        return f"socket{level.id}", "socket"
-    if isinstance(level, Die):
-        return f"die{socket}.{level.id}", "die"
-    if isinstance(level, NumaNode):
-        return f"numa{level.id}", "numa"
-    return f"l3-{node}.{level.id}", "l3"
+def _node(part: Part) -> NumaNode:
+    assert isinstance(part.element, NumaNode), part.name
+    return part.element
 
 
-def _layout(
-    level: _Level, machine: Machine, node: int
-) -> tuple[tuple[int, tuple[L3Group, ...]], ...]:
-    if isinstance(level, L3Group):
-        return ((node, (level,)),)
-    if isinstance(level, NumaNode):
-        return ((level.id, level.l3_groups),)
-    if isinstance(level, Machine):
-        nodes: Sequence[NumaNode] = tuple(machine.iter_numa_nodes())
-    else:
-        nodes = level.numa_nodes
+def _layout(parts: Parts, part: Part) -> tuple[tuple[int, tuple[L3Group, ...]], ...]:
+    if isinstance(part.element, L3Group):
+        assert part.parent is not None
+        return ((_node(parts.parts[part.parent]).id, (part.element,)),)
+    nodes = (_node(n) for n in parts.below(part, Level.NUMA))
     return tuple((n.id, n.l3_groups) for n in nodes)
 
 
-def build_pools(machine: Machine) -> PoolTree:
+def pool_tree(machine: Machine, parts: Parts) -> PoolTree:
+    """The pools of `parts`, the parts `machine` has (for its memory-only nodes)."""
     pools: list[Pool] = []
     children: list[list[int]] = []
     memory = {n.id: n.memory_bytes for n in machine.iter_numa_nodes()}
     memory.update({m.id: m.memory_bytes for m in machine.memory_only_nodes})
+    pool_of: dict[int, int] = {}  # part index -> the pool it is or folds into
 
-    def add(level: _Level, parent: int | None, socket: int, node: int) -> None:
-        name, kind = _name(level, socket, node)
-        layout = _layout(level, machine, node)
+    for part in parts.parts:
+        parent = None if part.parent is None else pool_of[part.parent]
+        if not is_pool(parts, part):
+            assert parent is not None  # only the machine has no parent, and it is a pool
+            pool_of[part.index] = parent  # folded: the same CPUs as its parent, or a core
+            continue
+        layout = _layout(parts, part)
         node_ids = tuple(n for n, _ in layout)
         mem_ids = sorted({m for n in node_ids for m in machine.memory_nodes_for(n)})
         ancestors: tuple[int, ...] = ()
         if parent is not None:
             ancestors = (parent, *pools[parent].ancestors)
-        cpus = machine.cpus if isinstance(level, Machine) else level.cpus
         index = len(pools)
+        pool_of[part.index] = index
         pools.append(
             Pool(
                 index=index,
-                name=name,
-                kind=kind,
+                name=part.name,
+                level=part.level,
                 depth=len(ancestors),
                 parent=parent,
                 ancestors=ancestors,
-                cpus=cpus,
+                cpus=part.cpus,
                 numa_nodes=node_ids,
                 mems=CPUSet.of(mem_ids),
                 memory_bytes=sum(memory.get(m, 0) for m in mem_ids),
@@ -129,25 +117,8 @@ def build_pools(machine: Machine) -> PoolTree:
         children.append([])
         if parent is not None:
             children[parent].append(index)
-        # A single child is the same set of CPUs: fold it (and its own single
-        # children) into this pool and continue with the first real branching.
-        subs = _children(level)
-        while len(subs) == 1:
-            only = subs[0]
-            socket, node = _ids(only, socket, node)
-            subs = _children(only)
-        for sub in subs:
-            sub_socket, sub_node = _ids(sub, socket, node)
-            add(sub, index, sub_socket, sub_node)
-
-    add(machine, None, -1, -1)
-    return PoolTree(tuple(pools), tuple(tuple(c) for c in children))
+    return PoolTree(tuple(pools), tuple(tuple(c) for c in children), parts)
 
 
-def _ids(level: _Level, socket: int, node: int) -> tuple[int, int]:
-    """Carry the enclosing socket / NUMA node ids down for naming dies and L3 groups."""
-    if isinstance(level, Socket):
-        return level.id, node
-    if isinstance(level, NumaNode):
-        return socket, level.id
-    return socket, node
+def build_pools(machine: Machine) -> PoolTree:
+    return pool_tree(machine, machine_parts(machine))

@@ -3,6 +3,8 @@ reports (adoption), checked against the ledger. Reads only; the policy installs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agent.policy.ledger import Ledger, new_record
 from agent.policy.pools import Pool
 from agent.policy.record import RESERVED_POOL_NAME, PlacementRecord, SavedPlacement
@@ -51,3 +53,20 @@ def adopt_shared_pool(ledger: Ledger, cpus: CPUSet) -> Pool:
     while pool is not None and ledger.states[pool.index].usable(shared) == 0:
         pool = None if pool.parent is None else ledger.pools[pool.parent]
     return tree.root if pool is None else pool
+
+
+def adopted(
+    ledger: Ledger, request: ContainerRequest, need: Need, cpus: CPUSet, mems: CPUSet
+) -> PlacementRecord:
+    """A running container no record names, its place inferred from its cpusets:
+    exclusive CPUs kept when it may hold them (in the deepest pool holding them),
+    else a shared place in the smallest pool with shared CPUs that holds `cpus`."""
+    note = f"{request.key}: {need.why}, adopted running on cpus {cpus or '-'} mems {mems or '-'}"
+    if need.kind is CpuKind.RESERVED:
+        return new_record(request, need, None, 0, 0.0, note)
+    if need.kind is CpuKind.EXCLUSIVE and can_hold_exclusive(ledger, need, cpus.mask):
+        home = ledger.tree.smallest_containing(cpus)
+        return new_record(request, need, home, cpus.mask, 0.0, note)
+    milli = need.milli_cpu or (need.exclusive_cpus * 1000)
+    shared = replace(need, kind=CpuKind.SHARED, milli_cpu=milli)
+    return new_record(request, shared, adopt_shared_pool(ledger, cpus), 0, 0.0, note)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.introspect.cpu_map import MapError
+from agent.introspect.cpu_map import MapError, Pool, build_map
 from agent.introspect.document import machine_document
 from agent.introspect.machine_map import _fit, render_machine_map
 from agent.simulate.driver import SimulationResult
@@ -148,6 +148,29 @@ def test_hover_details_of_an_exclusive_container() -> None:
         f"exclusive CPUs {db.cpuset_cpus}, memory nodes {db.cpuset_mems}",
         f"pool {db.pool} · score {db.score:g}",
     ]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_pool_has_one_box_named_as_the_pools_are(shape: str) -> None:
+    # The map names the boxes of the document's layout by the parts' naming
+    # (agent.policy.parts.part_name): a pool without a box would be listed apart.
+    result = result_for(shape)
+    doc = machine_document(
+        result.machine, result.scenario.config.reserved_cpus, result.placements, result.capacity
+    )
+    drawn = build_map(doc)
+    boxes: list[tuple[str, Pool | None]] = [(drawn.cpus, drawn.machine_pool)]
+    for socket in drawn.sockets:
+        boxes.append((socket.cpus, socket.pool))
+        for die in socket.dies:
+            boxes.append((die.cpus, die.pool))
+            for node in die.numa_nodes:
+                boxes.append((node.cpus, node.pool))
+                boxes.extend((group.cpus, group.pool) for group in node.l3_groups)
+    for cpus, box in boxes:
+        assert box is None or box.cpus == cpus, f"box of CPUs {cpus} lists pool {box.name}"
+    named = [box.name for _, box in boxes if box is not None]
+    assert sorted(named) == sorted(p["name"] for p in doc["pools"])
 
 
 def _document() -> dict[str, Any]:
