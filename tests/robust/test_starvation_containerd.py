@@ -50,6 +50,18 @@ STUCK = 70
 ANSWER_S = 30.0
 
 
+def all_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is stopped (state T in /proc/<pid>/task/*/stat)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the thread ended
+        states.append(text.rpartition(")")[2].split()[0])
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
 @pytest.fixture
 def agent(containerd: PrivateContainerd) -> Iterator[Daemon]:  # noqa: F811
     base = Path(tempfile.mkdtemp(prefix="numa-e2e-held-"))
@@ -147,6 +159,10 @@ def test_held_calls_starve_nobody_on_containerd(
 
         os.kill(containerd.pid or 0, signal.SIGSTOP)
         paused = True
+        # SIGSTOP takes a thread when it next leaves the kernel: on a busy machine a
+        # running thread can still answer for a moment. The calls are sent once the
+        # kernel says every thread of containerd is stopped.
+        wait_until(lambda: all_stopped(containerd.pid or 0), 30, "containerd to be stopped")
         stuck = [channel.unary_unary(RT + "Version").future(b"", timeout=120) for _ in range(STUCK)]
         stuck += [
             channel.unary_unary(RT + "ListContainers").future(b"", timeout=120)
@@ -165,7 +181,8 @@ def test_held_calls_starve_nobody_on_containerd(
         assert _timed(ANSWER_S, refused) == grpc.StatusCode.INVALID_ARGUMENT
         status = _timed(ANSWER_S, lambda: fetch_status(status_path, timeout=ANSWER_S))
         assert status["agent"]["pid"] == os.getpid()
-        assert not any(future.done() for future in stuck)  # answered while they were stuck
+        answered = [i for i, future in enumerate(stuck) if future.done()]
+        assert not answered, f"answered while containerd was stopped: calls {answered}"
 
         os.kill(containerd.pid or 0, signal.SIGCONT)
         paused = False
