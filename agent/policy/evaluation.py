@@ -303,6 +303,8 @@ class Evaluation:
     def _sum_pulls(self, close: Sequence[Sequence[float]]) -> Pulls | None:
         """Every pool's score by closeness, and each source's part for explanations;
         None when it is zero everywhere."""
+        if not self._partners:
+            return None
         total: dict[int, float] = {}
         shown: list[tuple[Source, int, dict[int, float]]] = []
         for source in Source:  # in the order explanations show them

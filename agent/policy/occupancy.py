@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 
 from agent.affinity.keys import Accessor, compile_key
 from agent.rules import NO_RULES, PodRules, selectable_labels
-from agent.terms.term import INDEXED_ATTRIBUTES, POD_LABELS, AttributePair, Selector, Term
+from agent.terms.term import POD_LABELS, AttributePair, Selector, Term
 from agent.workload import ContainerInfo
 
 Handle = tuple[str, int]  # (pod UID or container key, term number)
+CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
 
 
 @dataclass(slots=True, eq=False)
@@ -39,6 +40,7 @@ class PlacedContainer:
     home: int  # its pool's index, -1 for a reserved container
     occupied: int  # CPUs, as a mask
     terms: tuple[Term, ...]  # its own terms (cri-resource-manager's rules)
+    pairs: tuple[AttributePair, ...] = ()  # its indexed attributes
 
 
 @dataclass(slots=True, eq=False)
@@ -80,14 +82,17 @@ def attribute(name: str, info: ContainerInfo) -> str | None:
     return get(info)
 
 
-def attributes(info: ContainerInfo) -> Iterator[AttributePair]:
-    """Every indexed attribute a container has, with its value."""
-    for name in INDEXED_ATTRIBUTES:
-        value = attribute(name, info)
-        if value is not None:
-            yield name, value
-    for label, value in info.pod.labels.items():
-        yield POD_LABELS + label, value
+def attributes(info: ContainerInfo) -> tuple[AttributePair, ...]:
+    """Every indexed attribute a container has, with its value (INDEXED_ATTRIBUTES,
+    read directly: this runs for every container placed)."""
+    pod = info.pod
+    out = [("name", info.name), ("namespace", pod.namespace), ("pod/uid", pod.uid)]
+    out.append(("pod/name", pod.name))
+    container_name = info.labels.get(CONTAINER_NAME_LABEL)
+    if container_name is not None:
+        out.append((f"labels/{CONTAINER_NAME_LABEL}", container_name))
+    out.extend((POD_LABELS + label, value) for label, value in pod.labels.items())
+    return tuple(out)
 
 
 class Occupancy:
@@ -123,9 +128,9 @@ class Occupancy:
         if rules is not NO_RULES and placed.rules is NO_RULES:
             placed.rules = rules
             self._index_terms(pod.uid, placed, None, rules.pod_terms, add=True)
-        container = PlacedContainer(key, info, home, cpus, own)
+        container = PlacedContainer(key, info, home, cpus, own, attributes(info))
         self._containers[key] = container
-        for pair in attributes(info):
+        for pair in container.pairs:
             self._by_value.setdefault(pair, set()).add(key)
         if own and self.symmetric:
             self._index_terms(key, placed, container, own, add=True)
@@ -136,7 +141,7 @@ class Occupancy:
         container = self._containers.pop(key, None)
         if container is None:
             return
-        for pair in attributes(container.info):
+        for pair in container.pairs:
             holders = self._by_value.get(pair)
             if holders is not None:
                 holders.discard(key)
@@ -222,25 +227,44 @@ class Occupancy:
     def pod(self, uid: str) -> PlacedPod | None:
         return self._pods.get(uid)
 
-    def selected(self, selector: Selector, owner: ContainerInfo) -> Iterator[PlacedContainer]:
-        """The placed containers `selector`, of a term held by `owner`, selects."""
+    def _candidates(self, selector: Selector, owner: ContainerInfo) -> list[PlacedContainer]:
+        """The containers the index says `selector` may select, in a stable order."""
         pairs = selector.anchors(owner)
         if pairs is None:
-            candidates: Iterable[PlacedContainer] = list(self._containers.values())
+            return list(self._containers.values())
+        if len(pairs) == 1:
+            keys: Iterable[str] = self._by_value.get(pairs[0], ())
         else:
-            keys: set[str] = set()
+            union: set[str] = set()
             for pair in pairs:
-                keys |= self._by_value.get(pair, set())
-            candidates = [self._containers[key] for key in sorted(keys)]
-        for container in candidates:
+                union |= self._by_value.get(pair, set())
+            keys = union
+        return [self._containers[key] for key in sorted(keys)]
+
+    def selected(self, selector: Selector, owner: ContainerInfo) -> Iterator[PlacedContainer]:
+        """The placed containers `selector`, of a term held by `owner`, selects."""
+        for container in self._candidates(selector, owner):
             labels = self._pods[container.info.pod.uid].labels
             if selector.selects(owner, container.info, labels):
                 yield container
 
     def selected_pods(self, selector: Selector, owner: ContainerInfo) -> list[PlacedPod]:
-        """The placed pods with a container `selector` selects, each once, in order."""
-        uids = dict.fromkeys(c.info.pod.uid for c in self.selected(selector, owner))
-        return [self._pods[uid] for uid in uids]
+        """The placed pods with a container `selector` selects, each once, in order.
+        A pod-wide selector selects a pod's containers alike: each pod is tried once."""
+        if not selector.pod_wide:
+            uids = dict.fromkeys(c.info.pod.uid for c in self.selected(selector, owner))
+            return [self._pods[uid] for uid in uids]
+        out: dict[str, PlacedPod] = {}
+        tried: set[str] = set()
+        for container in self._candidates(selector, owner):
+            uid = container.info.pod.uid
+            if uid in tried:
+                continue
+            tried.add(uid)
+            pod = self._pods[uid]
+            if selector.selects(owner, container.info, pod.labels):
+                out[uid] = pod
+        return list(out.values())
 
     def terms_about(self, info: ContainerInfo) -> Iterator[HeldTerm]:
         """The terms of placed pods and containers that select a newcomer `info`,
@@ -254,7 +278,8 @@ class Occupancy:
             if bucket:
                 found.update(bucket)
         labels = selectable_labels(info.pod.labels)
-        for _, held in sorted(found.items(), key=lambda item: item[0]):
+        for handle in sorted(found):
+            held = found[handle]
             seen_from = held.pod.owner if held.container is None else held.container.info
             if held.term.selector.selects(seen_from, info, labels):
                 yield held

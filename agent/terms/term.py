@@ -21,7 +21,7 @@ A term does not know which language wrote it, except for messages (`source`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -109,20 +109,19 @@ class Term:
     source: str
     path: str
     mirrored: bool = False
+    # Derived once (placement reads them for every term of every decision).
+    anti: bool = field(init=False, compare=False, repr=False)
+    level: Level | None = field(init=False, compare=False, repr=False)
 
-    @property
-    def anti(self) -> bool:
-        return self.kind is TermKind.ANTI_AFFINITY
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "anti", self.kind is TermKind.ANTI_AFFINITY)
+        # The level where it holds, None for a term by closeness.
+        object.__setattr__(self, "level", self.where if isinstance(self.where, Level) else None)
 
     @property
     def signed(self) -> int:
         """The weight with its sign: positive pulls, negative pushes."""
         return -self.weight if self.anti else self.weight
-
-    @property
-    def level(self) -> Level | None:
-        """The level where it holds, None for a term by closeness."""
-        return self.where if isinstance(self.where, Level) else None
 
     def strength(self) -> str:
         """`required anti-affinity`, `preferred affinity`."""
