@@ -76,6 +76,8 @@ _ACCESSORS: dict[str, Accessor] = {}
 
 def attribute(name: str, info: ContainerInfo) -> str | None:
     """The value of attribute `name` (a cri-resource-manager key) for a container."""
+    if name.startswith(POD_LABELS):  # the most asked, read directly
+        return info.pod.labels.get(name[len(POD_LABELS) :])
     get = _ACCESSORS.get(name)
     if get is None:
         get = _ACCESSORS[name] = compile_key(name)
@@ -130,8 +132,13 @@ class Occupancy:
             self._index_terms(pod.uid, placed, None, rules.pod_terms, add=True)
         container = PlacedContainer(key, info, home, cpus, own, attributes(info))
         self._containers[key] = container
+        by_value = self._by_value
         for pair in container.pairs:
-            self._by_value.setdefault(pair, set()).add(key)
+            holders = by_value.get(pair)
+            if holders is None:
+                by_value[pair] = {key}
+            else:
+                holders.add(key)
         if own and self.symmetric:
             self._index_terms(key, placed, container, own, add=True)
         placed.containers[key] = cpus
@@ -249,22 +256,27 @@ class Occupancy:
                 yield container
 
     def selected_pods(self, selector: Selector, owner: ContainerInfo) -> list[PlacedPod]:
-        """The placed pods with a container `selector` selects, each once, in order.
-        A pod-wide selector selects a pod's containers alike: each pod is tried once."""
+        """The placed pods with a container `selector` selects, each once. A pod-wide
+        selector selects a pod's containers alike: each pod is tried once, as its
+        first container (in order of pod UID)."""
         if not selector.pod_wide:
             uids = dict.fromkeys(c.info.pod.uid for c in self.selected(selector, owner))
             return [self._pods[uid] for uid in uids]
-        out: dict[str, PlacedPod] = {}
-        tried: set[str] = set()
-        for container in self._candidates(selector, owner):
-            uid = container.info.pod.uid
-            if uid in tried:
-                continue
-            tried.add(uid)
+        pairs = selector.anchors(owner)
+        if pairs is None:
+            candidates = sorted(self._pods)
+        else:
+            containers = self._containers
+            found: set[str] = set()
+            for pair in pairs:
+                found.update(containers[key].info.pod.uid for key in self._by_value.get(pair, ()))
+            candidates = sorted(found)
+        out = []
+        for uid in candidates:
             pod = self._pods[uid]
-            if selector.selects(owner, container.info, pod.labels):
-                out[uid] = pod
-        return list(out.values())
+            if selector.selects(owner, pod.owner, pod.labels):
+                out.append(pod)
+        return out
 
     def terms_about(self, info: ContainerInfo) -> Iterator[HeldTerm]:
         """The terms of placed pods and containers that select a newcomer `info`,
