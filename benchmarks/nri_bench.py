@@ -72,29 +72,14 @@ def _ms(values: list[float]) -> dict[str, float]:
 def _workload(serial: int, rng: random.Random) -> tuple[Any, Any]:
     """One kubelet-shaped pod and container: placement_bench's mix of QoS classes
     and cri-resource-manager affinity rules."""
-    app = f"app{rng.randrange(placement_bench.APPS)}"
-    roll = rng.random()
-    if roll < 0.15:
-        qos, milli, limit = QoSClass.GUARANTEED, rng.choice((1, 1, 2, 2, 4)) * 1000, None
-    elif roll < 0.25:
-        qos, milli, limit = QoSClass.BESTEFFORT, 0, 0
-    else:
-        qos, milli, limit = QoSClass.BURSTABLE, rng.choice((50, 100, 200, 250, 500)), 0
-    annotations: dict[str, str] = {}
-    if rng.random() < 0.5:
-        partner = f"app{rng.randrange(placement_bench.APPS)}"
-        annotations["cri-resource-manager.intel.com/affinity"] = placement_bench.AFFINITY.format(
-            partner=partner
-        )
-        annotations["cri-resource-manager.intel.com/anti-affinity"] = (
-            placement_bench.ANTI_AFFINITY.format(own=app)
-        )
+    drawn = placement_bench.draw(rng)
+    app, qos, milli, limit = drawn.app, drawn.qos, drawn.milli, drawn.limit
     pod = kubelet_pod_config(
         f"{app}-{serial}",
         "default",
         f"uid-{serial}",
         labels={"app": app},
-        annotations=annotations,
+        annotations=drawn.annotations,
         qos=qos,
     )
     config = kubelet_container_config(

@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.affinity import parse_pod_affinities
@@ -98,9 +99,23 @@ def machine(spec: MachineSpec) -> Machine:
         return read_machine(Path(tmp), cpu_info=False)
 
 
-def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> ContainerRequest:
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """One container of the realistic mix: its app, QoS, CPU request and limit
+    (None: the request) and its pod's annotations."""
+
+    app: str
+    qos: QoSClass
+    milli: int
+    limit: int | None
+    annotations: dict[str, str]
+
+
+def draw(rng: random.Random, workload: str = "cri-rm") -> Draw:
+    """The mix of QoS classes and rules every placement benchmark uses."""
     app = f"app{rng.randrange(APPS)}"
     roll = rng.random()
+    limit: int | None
     if roll < 0.15:
         qos, milli, limit = QoSClass.GUARANTEED, rng.choice((1, 1, 2, 2, 4)) * 1000, None
     elif roll < 0.25:
@@ -126,17 +141,24 @@ def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> C
                     text = spread.format(own=app)
                     annotations["numa-agent.io/topology-spread-constraints"] = text
                 break
+    return Draw(app, qos, milli, limit, annotations)
+
+
+def make_request(serial: int, rng: random.Random, workload: str = "cri-rm") -> ContainerRequest:
+    drawn = draw(rng, workload)
+    annotations = drawn.annotations
     pod = PodInfo(
         uid=f"uid-{serial}",
-        name=f"{app}-{serial}",
+        name=f"{drawn.app}-{serial}",
         namespace="default",
-        qosclass=qos,
-        labels={"app": app},
+        qosclass=drawn.qos,
+        labels={"app": drawn.app},
         annotations=annotations,
     )
     container = ContainerInfo(name="app", pod=pod, labels={"io.kubernetes.container.name": "app"})
+    milli = drawn.milli
     shares = max(milli * 1024 // 1000, 2)
-    quota = (limit if limit is not None else milli) * 100
+    quota = (drawn.limit if drawn.limit is not None else milli) * 100
     resources = Resources(cpu_shares=shares, cpu_quota=quota, cpu_period=100_000)
     rules = parse_pod_affinities(annotations).rules_for("app")
     pod_rules = parse_pod_rules(annotations) if workload != "cri-rm" else NO_RULES
