@@ -242,7 +242,7 @@ class Evaluation:
         of their pods' domains together, as one rule naming all of them."""
         keep_out: dict[tuple[str, Level, str], list[PlacedPod]] = {}
         like: dict[tuple[bool, Level | None, int], list[Any]] = {}
-        for held in self._occupancy.terms_about(self._container):
+        for held in self._occupancy.terms_about(self._container, self._labels):
             term, placed = held.term, held.pod
             level = term.level
             if level is None:

@@ -65,7 +65,7 @@ def confine(ledger: Ledger, pod_uid: str) -> int | None:
         return None
     levels = {t.level for t in placed.rules.pod_terms if t.required and t.level is not None}
     levels.update(c.level for c in placed.rules.spread if c.required)
-    for held in ledger.occupancy.terms_about(placed.owner):
+    for held in ledger.occupancy.terms_about(placed.owner, placed.labels):
         term = held.term
         if held.pod.uid != pod_uid and term.required and term.anti and term.level is not None:
             levels.add(term.level)

@@ -278,9 +278,9 @@ class Occupancy:
                 out.append(pod)
         return out
 
-    def terms_about(self, info: ContainerInfo) -> Iterator[HeldTerm]:
-        """The terms of placed pods and containers that select a newcomer `info`,
-        each once, in a stable order."""
+    def terms_about(self, info: ContainerInfo, labels: Mapping[str, str]) -> Iterator[HeldTerm]:
+        """The terms of placed pods and containers that select a newcomer `info`
+        (whose pod's selectable labels are `labels`), each once, in a stable order."""
         found: dict[Handle, HeldTerm] = dict(self._unanchored)
         for name in self._anchor_names:
             value = attribute(name, info)
@@ -289,7 +289,6 @@ class Occupancy:
             bucket = self._terms_by_anchor.get((name, value))
             if bucket:
                 found.update(bucket)
-        labels = selectable_labels(info.pod.labels)
         for handle in sorted(found):
             held = found[handle]
             seen_from = held.pod.owner if held.container is None else held.container.info

@@ -96,19 +96,7 @@ class PodSelector:
     def selects(
         self, owner: ContainerInfo, other: ContainerInfo, labels: Mapping[str, str]
     ) -> bool:
-        # matches_pod, written out: this runs for every candidate of every term.
-        selector = self.labels
-        if selector is None:
-            return False
-        scope = self.namespaces
-        if not scope.all_namespaces:
-            namespace = other.pod.namespace
-            if scope.names:
-                if namespace not in scope.names:
-                    return False
-            elif namespace != owner.pod.namespace:
-                return False
-        return selector.matches(labels)
+        return self.matches_pod(owner.pod.namespace, other.pod.namespace, labels)
 
     def anchors(self, owner: ContainerInfo) -> tuple[AttributePair, ...] | None:
         """A matchLabels pair, or the values of an In requirement (every pod the

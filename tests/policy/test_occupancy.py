@@ -140,7 +140,7 @@ def test_the_terms_about_a_newcomer_are_those_that_select_it(
     labels = selectable_labels(newcomer.pod.labels)
     about = {
         (h.pod.uid, h.container.key if h.container else "", h.term)
-        for h in occupancy.terms_about(newcomer)
+        for h in occupancy.terms_about(newcomer, labels)
     }
     expected = set()
     for pod in occupancy.pods():
